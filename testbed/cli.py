@@ -1,0 +1,104 @@
+"""`testbed run | validate | report`: the command line. Bad input ends in one line on stderr and exit code 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from testbed.errors import TestbedError
+
+EXIT_BAD_INPUT = 2
+
+
+def _run(args) -> None:
+    from tqdm import tqdm
+
+    from analysis.report import write_report
+    from testbed import scenario as sc
+    from testbed.engine import Engine
+    from testbed.runlog import RunWriter
+
+    overrides = list(args.set or []) + ([f"seed={args.seed}"] if args.seed is not None else [])
+    scenario = sc.load(args.file, overrides)
+    exp = sc.build(scenario)
+    writer = RunWriter(args.out, exp)
+    uplink = 0
+    with tqdm(total=scenario.stop.max_rounds, unit="round", desc=scenario.name, disable=args.quiet) as bar:
+        def on_round(record: dict, events: list[dict]) -> None:
+            nonlocal uplink
+            writer.round(record, events)
+            uplink += record["bytes_up"]
+            bar.update(1)
+            acc = record["accuracy"]
+            bar.set_postfix_str(f"sim {record['t_end_s']:.0f}s acc {'-' if acc != acc else f'{acc:.3f}'} "
+                                f"up {uplink / 1e6:.1f}MB")
+
+        try:
+            Engine(exp, on_round).run()
+        except TestbedError as err:
+            writer.close(status=f"failed: {err}")
+            raise TestbedError(f"{err} (rounds so far kept in {writer.path})") from None
+        except KeyboardInterrupt:
+            writer.close(status="interrupted")
+            raise
+    writer.close()
+    table, plots = write_report([writer.path], writer.path / "plots")
+    print(f"\nrun folder: {writer.path}\n\n{table}\n\nplots:")
+    print("\n".join(f"  {p}" for p in plots))
+
+
+def _validate(args) -> None:
+    from testbed import scenario as sc
+
+    for file in args.files:
+        s = sc.load(file, args.set or [])
+        print(f"{file}: ok ({s.algorithm.name} on {s.data.name}, {s.fleet.size} devices, "
+              f"{s.round.clients_per_round} per round)")
+
+
+def _report(args) -> None:
+    from analysis.report import write_report
+
+    out = args.out or (Path(args.runs[0]) / "plots" if len(args.runs) == 1 else Path("report"))
+    try:
+        table, plots = write_report(args.runs, out, args.target)
+    except FileNotFoundError as err:
+        raise TestbedError(str(err).strip("'\"")) from None
+    print(table + "\n\nplots:\n" + "\n".join(f"  {p}" for p in plots))
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="testbed", description="Federated learning on a simulated edge fleet: "
+                                  "time-to-accuracy in simulated seconds, bytes and FLOPs.")
+    sub = top.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a scenario and write runs/<scenario>/<seed>/")
+    run.add_argument("file")
+    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--out", default="runs", help="root folder of run folders (default: runs)")
+    run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a scenario field")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(handler=_run)
+    val = sub.add_parser("validate", help="check scenario files without running them")
+    val.add_argument("files", nargs="+")
+    val.add_argument("--set", action="append", metavar="KEY.PATH=VALUE")
+    val.set_defaults(handler=_validate)
+    rep = sub.add_parser("report", help="time-to-accuracy table and plots for run folders")
+    rep.add_argument("runs", nargs="+")
+    rep.add_argument("--out", type=Path, help="folder for the plots (default: RUN/plots, or report/ for several)")
+    rep.add_argument("--target", type=float, action="append", help="target accuracy (repeatable)")
+    rep.set_defaults(handler=_report)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except TestbedError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

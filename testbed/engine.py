@@ -1,0 +1,207 @@
+"""The round loop on a simulated clock. The only module that imports simpy.
+
+A synchronous round (DESIGN.md): plan the clock first, then train only what the server will use.
+1. The strategy picks tasks among the devices online at round start.
+2. Each task's timeline plays out in simpy: download (latency + bytes/down_Bps), compute (FLOPs / FLOP/s),
+   upload (latency + bytes/up_Bps). A device must stay online over its whole task; if its availability ends
+   first it drops at that instant. The round closes at the K-th arrival (over-commit: the rest are surplus),
+   at the deadline (the rest are late), or when every task has arrived or dropped.
+3. Only the first K arrivals are trained, for real, by the executor. Cut tasks cost simulated time, bytes and
+   FLOPs up to their cut, recorded as wasted, but no real compute.
+4. The strategy aggregates; the global model is evaluated on the test set on schedule, stamped with the clock.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+import simpy
+
+from testbed.algorithms.base import Arrival, Failure, RoundContext, Task
+from testbed.errors import TestbedError
+from testbed.execution import TrainJob, evaluate
+from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
+from testbed.payload import transmit
+from testbed.scenario import Experiment, Purpose, stream
+
+PHASES = ("download", "compute", "upload")
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What one task costs: bytes, FLOPs, and the seconds each phase takes on its device."""
+
+    bytes_down: int
+    flops: int
+    bytes_up: int
+    latency_s: float
+    down_Bps: float
+    up_Bps: float
+    seconds: tuple[float, float, float]  # download, compute, upload
+
+    def spent(self, phase: str, elapsed_s: float, full: bool) -> tuple[int, int]:
+        """(bytes, FLOPs) spent in `phase`: all of it if `full`, else linear in `elapsed_s` after the latency."""
+        if phase == "compute":
+            return 0, self.flops if full else int(self.flops * elapsed_s / self.seconds[1])
+        total, rate = (self.bytes_down, self.down_Bps) if phase == "download" else (self.bytes_up, self.up_Bps)
+        return (total if full else min(total, int(max(0.0, elapsed_s - self.latency_s) * rate))), 0
+
+
+@dataclass(frozen=True)
+class Phase:
+    device: int
+    phase: str
+    start_s: float
+    end_s: float
+    completed: bool
+
+
+@dataclass(frozen=True)
+class RoundPlay:
+    """The outcome of one round's clock: who arrived in time, who was cut and why, and every phase."""
+
+    t_end: float
+    kept: list[int]                  # first K arrivals, in arrival order
+    cut: dict[int, str]              # device -> dropped | late | surplus
+    phases: list[Phase]
+
+
+def play_round(env: simpy.Environment, timelines: dict[int, Timeline], offline_at: dict[int, float],
+               keep: int, deadline_s: float | None):
+    """simpy process: play every task's timeline from now; returns a RoundPlay."""
+    phases: list[Phase] = []
+    arrived: list[tuple[float, int]] = []
+    dropped: set[int] = set()
+    closed = env.event()
+
+    def settle():
+        if not closed.triggered and (len(arrived) >= keep or len(arrived) + len(dropped) == len(timelines)):
+            closed.succeed()
+
+    def device(d: int, tl: Timeline):
+        for phase, duration in zip(PHASES, tl.seconds):
+            start = env.now
+            try:
+                if start + duration > offline_at[d]:  # goes offline inside this phase: drops at that instant
+                    yield env.timeout(offline_at[d] - start)
+                    phases.append(Phase(d, phase, start, env.now, False))
+                    dropped.add(d)
+                    settle()
+                    return
+                yield env.timeout(duration)
+            except simpy.Interrupt:  # the round closed: this phase ends here
+                phases.append(Phase(d, phase, start, env.now, False))
+                return
+            phases.append(Phase(d, phase, start, env.now, True))
+        arrived.append((env.now, d))
+        settle()
+
+    procs = [env.process(device(d, tl)) for d, tl in timelines.items()]
+    yield env.any_of([closed] + ([env.timeout(deadline_s)] if deadline_s else []))
+    arrived.sort()  # ties at one instant go to the lower device id
+    kept = [d for _, d in arrived[:keep]]
+    cut = {d: "dropped" for d in dropped} | {d: "surplus" for _, d in arrived[keep:]}
+    still_running = [p for p in procs if p.is_alive]
+    for proc in still_running:
+        proc.interrupt()
+    yield env.all_of(still_running)
+    reason = "surplus" if len(kept) >= keep else "late"
+    cut |= {d: reason for d in timelines if d not in kept and d not in cut}
+    return RoundPlay(env.now, kept, cut, sorted(phases, key=lambda p: (p.device, PHASES.index(p.phase))))
+
+
+class Engine:
+    def __init__(self, exp: Experiment, on_round: Callable[[dict, list[dict]], None]):
+        self.exp = exp
+        self.cfg = exp.scenario
+        self.on_round = on_round
+        self.params = {n: p.detach().clone() for n, p in exp.model.named_parameters()}
+        self.shapes = {n: p.shape for n, p in self.params.items()}
+        self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.sample_shape)
+        self.num_samples = np.array([len(p) for p in exp.parts])
+
+    def timeline(self, task: Task, capacity_flops_per_s: float) -> Timeline:
+        fleet, d = self.exp.fleet, task.device
+        flops = training_flops(self.forward_flops, task.samples_processed)
+        tl = Timeline(task.down.nbytes(self.shapes), flops, task.up.nbytes(self.shapes), float(fleet.latency_s[d]),
+                      float(fleet.down_Bps[d]), float(fleet.up_Bps[d]), (0.0, 0.0, 0.0))
+        seconds = (tl.latency_s + tl.bytes_down / tl.down_Bps, compute_seconds(flops, capacity_flops_per_s),
+                   tl.latency_s + tl.bytes_up / tl.up_Bps)
+        return replace(tl, seconds=seconds)
+
+    def run(self) -> None:
+        env = simpy.Environment()
+        env.run(until=env.process(self._rounds(env)))
+
+    def _rounds(self, env: simpy.Environment):
+        cfg, fleet, strategy = self.cfg, self.exp.fleet, self.exp.strategy
+        state = strategy.init(self.params)
+        selection = np.random.default_rng(stream(cfg.seed, Purpose.SELECTION))
+        for r in range(1, cfg.stop.max_rounds + 1):
+            if cfg.stop.max_sim_time_s is not None and env.now >= cfg.stop.max_sim_time_s:
+                return
+            online = np.flatnonzero(fleet.availability.online_at(env.now))
+            if len(online) == 0:  # nobody to train: wait for the first device to come back
+                wake = min(fleet.availability.next_online(d, env.now) for d in range(fleet.n))
+                if math.isinf(wake):
+                    return
+                yield env.timeout(wake - env.now)
+                online = np.flatnonzero(fleet.availability.online_at(env.now))
+            t_start = env.now
+            ctx = RoundContext(r, online, cfg.round.n_select, self.num_samples, fleet)
+            tasks = {t.device: t for t in strategy.configure(state, ctx, selection)}
+            capacity = fleet.train_flops_per_s(r)
+            timelines = {d: self.timeline(t, float(capacity[d])) for d, t in tasks.items()}
+            offline_at = {d: fleet.availability.online_until(d, t_start) for d in tasks}
+            play = yield env.process(play_round(env, timelines, offline_at, cfg.round.clients_per_round,
+                                                cfg.round.deadline_s))
+            state, metrics = strategy.aggregate(state, r, self._train(state, tasks, play.kept),
+                                                [Failure(d, why) for d, why in sorted(play.cut.items())])
+            record = self._record(r, t_start, len(online), tasks, timelines, play, metrics)
+            if r % cfg.eval.every_rounds == 0 or r == cfg.stop.max_rounds:
+                record["accuracy"], record["loss"] = evaluate(self.exp.model, state.params, self.exp.dataset.test_x,
+                                                              self.exp.dataset.test_y)
+                if not math.isfinite(record["loss"]):
+                    self.on_round(record, self._event_rows(r, play))
+                    raise TestbedError(f"round {r}: the global model diverged (test loss {record['loss']}); "
+                                       "lower client.lr or the server learning rate")
+            self.on_round(record, self._event_rows(r, play))
+            target = cfg.stop.target_accuracy
+            if cfg.stop.stop_at_target and target is not None and record.get("accuracy", 0.0) >= target:
+                return
+
+    def _train(self, state, tasks: dict[int, Task], kept: list[int]) -> list[Arrival]:
+        """Real training of the kept tasks only, each on the model as its codec delivered it."""
+        received = {}
+        jobs = []
+        for d in sorted(kept):
+            codec = tasks[d].down
+            if codec not in received:
+                received[codec] = transmit(codec, state.params)
+            jobs.append(TrainJob(tasks[d], received[codec], self.exp.parts[d],
+                                 stream(self.cfg.seed, Purpose.TRAINING, tasks[d].round, d)))
+        results = self.exp.executor.train(self.exp.strategy, jobs)
+        return [Arrival(job.task.device, job.task.num_samples, transmit(job.task.up, update), metrics)
+                for job, (update, metrics) in zip(jobs, results)]
+
+    def _record(self, r, t_start, n_online, tasks, timelines, play: RoundPlay, metrics) -> dict:
+        spent = {"bytes_down": 0, "bytes_up": 0, "flops": 0, "wasted_bytes": 0, "wasted_flops": 0}
+        for ph in play.phases:
+            nbytes, flops = timelines[ph.device].spent(ph.phase, ph.end_s - ph.start_s, ph.completed)
+            spent["bytes_down" if ph.phase == "download" else "bytes_up"] += nbytes
+            spent["flops"] += flops
+            if ph.device in play.cut:
+                spent["wasted_bytes"] += nbytes
+                spent["wasted_flops"] += flops
+        outcomes = list(play.cut.values())
+        return {"round": r, "t_start_s": t_start, "t_end_s": play.t_end, "online": n_online,
+                "selected": len(tasks), "arrived": len(play.kept), "dropped": outcomes.count("dropped"),
+                "late": outcomes.count("late"), "surplus": outcomes.count("surplus"), **spent,
+                "train_loss": metrics.get("train_loss", math.nan), "accuracy": math.nan, "loss": math.nan}
+
+    @staticmethod
+    def _event_rows(r: int, play: RoundPlay) -> list[dict]:
+        return [{"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
+                 "outcome": play.cut.get(p.device, "done")} for p in play.phases]

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from testbed.algorithms.base import LossFn, Params, Task
+
+EVAL_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    task: Task
+    params: Params                  # the model as the device decoded it
+    indices: np.ndarray             # the device's training samples
+    seed: np.random.SeedSequence    # the (device, round) stream
+
+
+def make_loss_fn(model: torch.nn.Module) -> LossFn:
+    def loss_fn(params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(functional_call(model, params, (x,)), y)
+
+    return loss_fn
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of `params` on (x, y)."""
+    correct, loss = 0, 0.0
+    for start in range(0, len(y), EVAL_BATCH):
+        logits = functional_call(model, params, (x[start : start + EVAL_BATCH],))
+        target = y[start : start + EVAL_BATCH]
+        loss += F.cross_entropy(logits, target, reduction="sum").item()
+        correct += (logits.argmax(1) == target).sum().item()
+    return correct / len(y), loss / len(y)

@@ -1,0 +1,65 @@
+"""The run folder: runs/<scenario>/<seed>/ with the resolved scenario, per-round and per-phase tables, the
+devices, and a summary. Rows are appended and flushed every round, so a run that fails keeps what it did."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from analysis.metrics import summarize
+from testbed.data import label_histograms
+
+ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
+                 "bytes_up", "bytes_down", "flops", "wasted_flops", "wasted_bytes", "train_loss", "accuracy",
+                 "loss"]
+EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome"]
+
+
+class RunWriter:
+    def __init__(self, out_root: str | Path, exp):
+        scenario = exp.scenario
+        self.scenario = scenario
+        self.path = Path(out_root) / scenario.name / str(scenario.seed)
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "scenario.resolved.yaml").write_text(
+            yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
+        self._write_devices(exp)
+        self._rounds = self._open("rounds.csv", ROUND_COLUMNS)
+        self._events = self._open("events.csv", EVENT_COLUMNS)
+
+    def _open(self, name: str, columns: list[str]):
+        handle = open(self.path / name, "w", newline="")
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        return handle, writer
+
+    def _write_devices(self, exp) -> None:
+        fleet = exp.fleet
+        table = pd.DataFrame({"device": np.arange(fleet.n), "group": fleet.group, "profile": fleet.profile_name,
+                              "peak_flops": fleet.peak_flops, "efficiency": fleet.efficiency,
+                              "up_Bps": fleet.up_Bps, "down_Bps": fleet.down_Bps, "latency_s": fleet.latency_s,
+                              "num_samples": [len(p) for p in exp.parts]})
+        histograms = label_histograms(exp.dataset.train_y.numpy(), exp.parts, exp.dataset.num_classes)
+        for cls in range(exp.dataset.num_classes):
+            table[f"label_{cls}"] = histograms[:, cls]
+        table.to_csv(self.path / "devices.csv", index=False)
+
+    def round(self, record: dict, events: list[dict]) -> None:
+        for (handle, writer), rows in ((self._rounds, [record]), (self._events, events)):
+            writer.writerows(rows)
+            handle.flush()
+
+    def close(self, status: str = "completed") -> dict:
+        for handle, _ in (self._rounds, self._events):
+            handle.close()
+        rounds = pd.read_csv(self.path / "rounds.csv")
+        target = self.scenario.stop.target_accuracy
+        summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
+                   "algorithm": self.scenario.algorithm.name, "status": status,
+                   "target_accuracy": target, **summarize(rounds, [target] if target else [])}
+        (self.path / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary

@@ -1,0 +1,424 @@
+"""The scenario schema (pydantic, unknown keys refused, units in field names), loading, and build().
+
+`load(path, overrides)` reads YAML, applies `--set a.b=value` overrides and validates; every problem becomes a
+one-line TestbedError naming the file, the field path and the fix. `build(scenario)` turns a valid scenario
+into live objects (dataset, partition, model, fleet, strategy, executor) through plain dict registries.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import numpy as np
+import torch
+import yaml
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
+                      ValidationError, ValidationInfo, field_validator, model_validator)
+
+import devices
+from testbed.algorithms import FedAvg, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi
+from testbed.data import DATASETS, PARTITIONERS, Dataset
+from testbed.errors import TestbedError
+from testbed.execution import EXECUTORS
+from testbed.local import LocalSGD
+from testbed.models import MODELS
+from testbed.payload import CODECS
+
+Fraction = Annotated[float, Field(ge=0, lt=1)]
+Capability = Annotated[float, Field(gt=0, le=1)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _one_of(kind: str, value: str, known) -> str:
+    if value not in known:
+        raise ValueError(f"unknown {kind} '{value}'; choose one of: {', '.join(sorted(known))}")
+    return value
+
+
+# ---- devices -------------------------------------------------------------------------------------------
+class AlwaysOn(Strict):
+    kind: Literal["always_on"] = "always_on"
+
+    def model(self):
+        return devices.AlwaysOn()
+
+
+class Markov(Strict):
+    """On/off periods with exponential durations."""
+
+    kind: Literal["markov"]
+    mean_on_s: PositiveFloat
+    mean_off_s: PositiveFloat
+    start: Literal["stationary", "on", "off"] = "stationary"
+
+    def model(self):
+        return devices.MarkovOnOff(self.mean_on_s, self.mean_off_s, self.start)
+
+
+class Diurnal(Strict):
+    """Online every night in a local window (phones charging), with daily jitter and time-zone spread."""
+
+    kind: Literal["diurnal"]
+    on_hour: float = Field(22.0, ge=0, lt=24)
+    off_hour: float = Field(6.0, ge=0, lt=24)
+    jitter_s: NonNegativeFloat = 1800.0
+    timezone_spread_h: float = Field(0.0, ge=0, le=24)
+
+    def model(self):
+        return devices.Diurnal(self.on_hour, self.off_hour, self.jitter_s, self.timezone_spread_h)
+
+
+class Trace(Strict):
+    """Replays recorded on-intervals: a CSV `device,start_s,end_s`, or FedScale's client_behave_trace."""
+
+    kind: Literal["trace"]
+    file: Path
+    format: Literal["intervals", "fedscale"] = "intervals"
+    assignment: Literal["cycle", "random"] = "cycle"
+
+    @field_validator("file")
+    @classmethod
+    def _exists(cls, path: Path, info: ValidationInfo) -> Path:
+        base = (info.context or {}).get("base_dir", Path("."))
+        resolved = path if path.is_absolute() else Path(base) / path
+        if not resolved.is_file():
+            raise ValueError(f"no trace file at {resolved}; give a path relative to the scenario file")
+        return resolved
+
+    def model(self):
+        load = devices.load_fedscale_trace if self.format == "fedscale" else devices.load_interval_trace
+        try:
+            trace = load(self.file)
+        except (OSError, ValueError) as err:
+            raise TestbedError(str(err)) from None
+        return devices.TraceIntervals(trace.traces, trace.period_s, self.assignment)
+
+
+Availability = Annotated[Union[AlwaysOn, Markov, Diurnal, Trace], Field(discriminator="kind")]
+
+
+class DeviceGroup(Strict):
+    profile: str
+    count: PositiveInt
+    availability: Availability = AlwaysOn()
+    tiers: list[Capability] | None = None       # capability levels z, drawn uniformly per device (FedLPS)
+    resample_tiers_each_round: bool = False     # FedLPS's "dynamic" setting
+    # Overrides of the catalog profile's figures:
+    peak_flops: PositiveFloat | None = None
+    efficiency: Capability | None = None
+    up_Bps: PositiveFloat | None = None
+    down_Bps: PositiveFloat | None = None
+    latency_s: NonNegativeFloat | None = None
+
+    @field_validator("profile")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        return _one_of("device profile", name, devices.CATALOG)
+
+    @model_validator(mode="after")
+    def _resample_needs_tiers(self):
+        if self.resample_tiers_each_round and not self.tiers:
+            raise ValueError("resample_tiers_each_round needs tiers: list the capability levels to draw from")
+        return self
+
+    def spec(self):
+        overrides = {k: getattr(self, k) for k in ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s")
+                     if getattr(self, k) is not None}
+        profile = devices.get_profile(self.profile).with_overrides(**overrides)
+        return devices.GroupSpec(profile, self.count, self.availability.model(),
+                                 tuple(self.tiers) if self.tiers else None, self.resample_tiers_each_round)
+
+
+class Fleet(Strict):
+    groups: list[DeviceGroup] = Field(min_length=1)
+
+    @property
+    def size(self) -> int:
+        return sum(g.count for g in self.groups)
+
+
+# ---- data, model, training -----------------------------------------------------------------------------
+class IID(Strict):
+    kind: Literal["iid"] = "iid"
+
+
+class Dirichlet(Strict):
+    kind: Literal["dirichlet"]
+    alpha: PositiveFloat
+
+
+class Shards(Strict):
+    kind: Literal["shards"]
+    classes_per_client: PositiveInt
+
+
+Partition = Annotated[Union[IID, Dirichlet, Shards], Field(discriminator="kind")]
+
+
+class Data(Strict):
+    name: str
+    partition: Partition = IID()
+    min_samples_per_client: PositiveInt = 1
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        return _one_of("dataset", name, DATASETS)
+
+
+class Model(Strict):
+    name: str
+    width: PositiveFloat = 1.0
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        return _one_of("model", name, MODELS)
+
+
+class Client(Strict):
+    """Local training on every device: minibatch SGD."""
+
+    lr: PositiveFloat
+    local_epochs: PositiveInt = 1
+    batch_size: PositiveInt = 10
+    momentum: Fraction = 0.0
+    weight_decay: NonNegativeFloat = 0.0
+
+
+class Codec(Strict):
+    down: str = "fp32"
+    up: str = "fp32"
+
+    @field_validator("down", "up")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        return _one_of("codec", name, CODECS)
+
+
+# ---- algorithms: one small model each, that builds its Strategy -----------------------------------------
+class FedAvgConfig(Strict):
+    name: Literal["fedavg"]
+
+    def strategy(self, client: LocalSGD, codec: Codec):
+        return FedAvg(client, down=CODECS[codec.down], up=CODECS[codec.up])
+
+
+class FedProxConfig(Strict):
+    name: Literal["fedprox"]
+    mu: NonNegativeFloat = 0.01
+
+    def strategy(self, client: LocalSGD, codec: Codec):
+        return FedAvg(client, proximal_mu=self.mu, down=CODECS[codec.down], up=CODECS[codec.up])
+
+
+class FedAvgMConfig(Strict):
+    name: Literal["fedavgm"]
+    server_lr: PositiveFloat = 1.0
+    server_momentum: Fraction = 0.9
+
+    def strategy(self, client: LocalSGD, codec: Codec):
+        return FedAvg(client, ServerSGD(self.server_lr, self.server_momentum), down=CODECS[codec.down],
+                      up=CODECS[codec.up])
+
+
+class FedAdagradConfig(Strict):
+    name: Literal["fedadagrad"]
+    server_lr: PositiveFloat = 0.01   # Reddi et al. tune it per task; 1e-2 is a common start
+    beta1: Fraction = 0.0
+    tau: PositiveFloat = 1e-3
+
+    def _server(self):
+        return ServerAdagrad(self.server_lr, self.beta1, tau=self.tau)
+
+    def strategy(self, client: LocalSGD, codec: Codec):
+        return FedAvg(client, self._server(), down=CODECS[codec.down], up=CODECS[codec.up])
+
+
+class FedAdamConfig(FedAdagradConfig):
+    name: Literal["fedadam"]
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.99
+
+    def _server(self):
+        return ServerAdam(self.server_lr, self.beta1, self.beta2, self.tau)
+
+
+class FedYogiConfig(FedAdamConfig):
+    name: Literal["fedyogi"]
+
+    def _server(self):
+        return ServerYogi(self.server_lr, self.beta1, self.beta2, self.tau)
+
+
+Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdamConfig,
+                            FedYogiConfig], Field(discriminator="name")]
+
+
+# ---- the run ------------------------------------------------------------------------------------------
+class Round(Strict):
+    clients_per_round: PositiveInt            # K: updates the server waits for
+    overcommit: float = Field(1.0, ge=1.0)    # select ceil(overcommit * K), keep the first K arrivals
+    deadline_s: PositiveFloat | None = None   # cut the round this long after it starts
+
+    @property
+    def n_select(self) -> int:
+        return math.ceil(self.overcommit * self.clients_per_round - 1e-9)
+
+
+class Stop(Strict):
+    max_rounds: PositiveInt = 100
+    max_sim_time_s: PositiveFloat | None = None      # no round starts after this simulated time
+    target_accuracy: float | None = Field(None, gt=0, le=1)
+    stop_at_target: bool = False
+
+
+class Eval(Strict):
+    every_rounds: PositiveInt = 1
+
+
+class Executor(Strict):
+    kind: str = "serial"
+
+    @field_validator("kind")
+    @classmethod
+    def _known(cls, kind: str) -> str:
+        return _one_of("executor", kind, EXECUTORS)
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")   # becomes a folder name
+    description: str = ""
+    seed: NonNegativeInt = 0
+    data: Data
+    model: Model
+    fleet: Fleet
+    round: Round
+    client: Client
+    algorithm: Algorithm
+    codec: Codec = Codec()
+    stop: Stop = Stop()
+    eval: Eval = Eval()
+    executor: Executor = Executor()
+
+    @model_validator(mode="after")
+    def _k_fits_fleet(self):
+        if self.round.clients_per_round > self.fleet.size:
+            raise ValueError(f"round.clients_per_round: {self.round.clients_per_round} is more than the fleet's "
+                             f"{self.fleet.size} devices; lower it or add devices to fleet.groups")
+        return self
+
+
+# ---- loading ------------------------------------------------------------------------------------------
+def read_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise TestbedError(f"{path}: no such scenario file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise TestbedError(f"{path}{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(raw, dict):
+        raise TestbedError(f"{path}: a scenario is a YAML mapping (name:, data:, model:, fleet:, ...)")
+    return raw
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """`a.b.c=value` sets raw['a']['b']['c'] = YAML-parsed value."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TestbedError(f"--set {item}: expected KEY.PATH=VALUE, e.g. --set stop.max_rounds=5")
+        *parents, leaf = key.split(".")
+        node = raw
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise TestbedError(f"--set {item}: '{part}' is not a section")
+        node[leaf] = yaml.safe_load(value)
+    return raw
+
+
+def validate(raw: dict, source: str = "scenario", base_dir: Path = Path(".")) -> Scenario:
+    try:
+        return Scenario.model_validate(raw, context={"base_dir": base_dir})
+    except ValidationError as err:
+        raise TestbedError(f"{source}: {describe(err)}") from None
+
+
+def load(path: str | Path, overrides: list[str] = ()) -> Scenario:
+    raw = apply_overrides(read_yaml(path), list(overrides))
+    return validate(raw, str(path), Path(path).parent)
+
+
+def describe(err: ValidationError) -> str:
+    """The first error as 'field.path: what is wrong; how to fix it' (+ how many more)."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    kind, ctx = first["type"], first.get("ctx", {})
+    if kind == "extra_forbidden":
+        message = "unknown key; remove it or correct its spelling"
+    elif kind == "union_tag_invalid":
+        loc = f"{loc}.{ctx['discriminator'].strip(chr(39))}"
+        message = f"unknown {ctx['tag']!r}; choose one of: {ctx['expected_tags']}"
+    elif kind == "union_tag_not_found":
+        loc = f"{loc}.{ctx['discriminator'].strip(chr(39))}"
+        message = "missing; it selects the kind of this section"
+    elif kind == "missing":
+        message = "required; add it"
+    else:
+        message = first["msg"].removeprefix("Value error, ")
+        if "input" in first and kind not in ("value_error",):
+            message += f" (got {first['input']!r})"
+    more = len(err.errors()) - 1
+    text = f"{loc}: {message}" if loc else message
+    return text + (f" (and {more} more)" if more else "")
+
+
+# ---- build --------------------------------------------------------------------------------------------
+class Purpose:
+    """Independent random streams, one per purpose, spawned from the scenario seed."""
+
+    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION = range(5)
+
+
+def stream(seed: int, *key: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(seed, spawn_key=key)
+
+
+@dataclass
+class Experiment:
+    scenario: Scenario
+    dataset: Dataset
+    parts: list[np.ndarray]
+    model: torch.nn.Module
+    fleet: Any
+    strategy: Any
+    executor: Any
+
+
+def build(scenario: Scenario) -> Experiment:
+    seed = scenario.seed
+    dataset = DATASETS[scenario.data.name]()
+    fleet = devices.Fleet.build([g.spec() for g in scenario.fleet.groups], stream(seed, Purpose.FLEET))
+    partition = scenario.data.partition
+    params = partition.model_dump(exclude={"kind"})
+    try:
+        parts = PARTITIONERS[partition.kind](dataset.train_y.numpy(), fleet.n,
+                                             np.random.default_rng(stream(seed, Purpose.PARTITION)),
+                                             min_samples=scenario.data.min_samples_per_client, **params)
+    except ValueError as err:
+        raise TestbedError(f"data.partition: {err}") from None
+    torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
+    model = MODELS[scenario.model.name](dataset.sample_shape, dataset.num_classes, scenario.model.width)
+    client = LocalSGD(**scenario.client.model_dump())
+    strategy = scenario.algorithm.strategy(client, scenario.codec)
+    executor = EXECUTORS[scenario.executor.kind](model, dataset)
+    return Experiment(scenario, dataset, parts, model, fleet, strategy, executor)
