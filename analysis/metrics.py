@@ -1,0 +1,146 @@
+"""Headline numbers of one run, as pure functions over its tables.
+
+`rounds` is rounds.csv (one row per round, in round order; `accuracy` is NaN where the round was not
+evaluated) and `events` is events.csv (one row per device phase). Everything `summarize` returns is a
+plain Python value, so the testbed can write it straight to summary.json (NaN becomes None).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+PHASES = ("download", "compute", "upload")
+CUT_OUTCOMES = ("dropped", "late", "surplus")
+COST_KEYS = ("time_s", "round", "rounds", "bytes_up", "bytes_down", "flops")
+
+
+def plain(value):
+    """A numpy/pandas scalar as a plain Python value; NaN and NA as None (JSON has no NaN)."""
+    if value is None or pd.isna(value):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def accuracy_of(rounds: pd.DataFrame) -> pd.Series:
+    # Coerced so that a column built from all-None values (object dtype) still compares as numbers.
+    return pd.to_numeric(rounds["accuracy"], errors="coerce")
+
+
+def first_reaching(rounds: pd.DataFrame, target: float) -> int | None:
+    """Position of the first evaluated round with accuracy >= target; NaN rows never qualify."""
+    hits = np.flatnonzero((accuracy_of(rounds) >= target).to_numpy())
+    return int(hits[0]) if hits.size else None
+
+
+def cost_to_accuracy(rounds: pd.DataFrame, target: float) -> dict:
+    """What it took to first reach `target`: the simulated time and round number at which it was
+    reached, how many rounds that was, and bytes / FLOPs spent up to and including that round
+    (wasted work included). All values are None when the target was never reached."""
+    position = first_reaching(rounds, target)
+    if position is None:
+        return dict.fromkeys(COST_KEYS)
+    spent = rounds.iloc[: position + 1]
+    return {
+        "time_s": float(spent["t_end_s"].iloc[-1]),
+        "round": int(spent["round"].iloc[-1]),
+        "rounds": len(spent),
+        "bytes_up": plain(spent["bytes_up"].sum()),
+        "bytes_down": plain(spent["bytes_down"].sum()),
+        "flops": plain(spent["flops"].sum()),
+    }
+
+
+def time_to_accuracy(rounds: pd.DataFrame, target: float) -> float | None:
+    """Simulated seconds (end of round) at which accuracy first reached `target`, else None."""
+    return cost_to_accuracy(rounds, target)["time_s"]
+
+
+def summarize(rounds: pd.DataFrame, targets: list[float] = ()) -> dict:
+    """The run's summary.json: final and best accuracy, totals, and the cost of each target.
+    Per-target dicts are keyed by str(float(target)); None targets (no target set) are skipped."""
+    evaluated = accuracy_of(rounds).dropna()
+    costs = {str(float(t)): cost_to_accuracy(rounds, t) for t in targets if t is not None}
+
+    def total(column):
+        return plain(rounds[column].sum())
+
+    def per_target(key):
+        return {target: cost[key] for target, cost in costs.items()}
+
+    return {
+        "rounds": len(rounds),
+        "evaluations": len(evaluated),
+        "final_accuracy": plain(evaluated.iloc[-1]) if len(evaluated) else None,
+        "best_accuracy": plain(evaluated.max()),
+        "sim_time_s": float(rounds["t_end_s"].iloc[-1]) if len(rounds) else None,
+        "bytes_up_total": total("bytes_up"),
+        "bytes_down_total": total("bytes_down"),
+        "flops_total": total("flops"),
+        "wasted_flops_total": total("wasted_flops"),
+        "wasted_bytes_total": total("wasted_bytes"),
+        "dropped_total": total("dropped"),
+        "late_total": total("late"),
+        "surplus_total": total("surplus"),
+        "time_to_accuracy_s": per_target("time_s"),
+        "rounds_to_accuracy": per_target("rounds"),
+        "bytes_up_to_accuracy": per_target("bytes_up"),
+        "bytes_down_to_accuracy": per_target("bytes_down"),
+        "flops_to_accuracy": per_target("flops"),
+    }
+
+
+def natural_order(device):
+    """Sort key for device ids putting "phone-2" before "phone-10"."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(device))]
+
+
+def phase_seconds(events: pd.DataFrame) -> pd.Series:
+    return events["end_s"] - events["start_s"]
+
+
+def unused_work(events: pd.DataFrame) -> pd.Series:
+    """True for every phase of a device-round whose update the server did not use: one cut phase
+    (dropped, late, surplus) wastes the download and compute that led up to it as well."""
+    cut = events["outcome"] != "done"
+    return cut.groupby([events["device"], events["round"]]).transform("any")
+
+
+def time_breakdown(events: pd.DataFrame) -> pd.DataFrame:
+    """Per device (the index): seconds in download / compute / upload, busy seconds, wasted seconds
+    (all phases of device-rounds whose update was not used), rounds taken part in, and how many of
+    those rounds ended dropped / late / surplus. This is the "why": who straggled, dropped, or
+    spent its time communicating."""
+    seconds = phase_seconds(events)
+    per_phase = seconds.groupby([events["device"], events["phase"]]).sum().unstack("phase")
+    table = per_phase.reindex(columns=list(PHASES)).fillna(0.0)
+    table.columns = [f"{phase}_s" for phase in PHASES]
+    table["busy_s"] = table.sum(axis=1)
+    unused = unused_work(events)
+    wasted = seconds[unused].groupby(events["device"][unused]).sum()
+    table["wasted_s"] = wasted.reindex(table.index, fill_value=0.0)
+    table["rounds"] = events.groupby("device")["round"].nunique()
+    outcomes = pd.crosstab(events["device"], events["outcome"])
+    table[list(CUT_OUTCOMES)] = outcomes.reindex(columns=list(CUT_OUTCOMES), fill_value=0)
+    table.index.name = "device"
+    return table.loc[sorted(table.index, key=natural_order)]
+
+
+def round_breakdown(rounds: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """Per round (the index): where the selected devices' time went, in device-seconds.
+    compute_s / communication_s: phases whose update was used; wasted_s: every phase of a device-round
+    that was dropped, late or surplus; idle_s: selected devices x round length minus all of the above
+    (waiting for the round to end, or offline), floored at zero."""
+    seconds = phase_seconds(events)
+    kind = np.where(unused_work(events), "wasted_s",
+                    np.where(events["phase"] == "compute", "compute_s", "communication_s"))
+    busy = seconds.groupby([events["round"].to_numpy(), kind]).sum().unstack()
+    columns = ["compute_s", "communication_s", "wasted_s"]
+    table = busy.reindex(index=rounds["round"].to_numpy(), columns=columns).fillna(0.0)
+    length = (rounds["t_end_s"] - rounds["t_start_s"]).to_numpy()
+    available = rounds["selected"].to_numpy() * length
+    table["idle_s"] = np.clip(available - table.sum(axis=1).to_numpy(), 0.0, None)
+    table.index.name = "round"
+    return table

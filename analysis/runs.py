@@ -1,0 +1,93 @@
+"""Load one run folder, `runs/<scenario>/<seed>/`, as written by `testbed run`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from analysis.metrics import summarize
+
+SCENARIO_FILE = "scenario.resolved.yaml"
+ROUNDS_FILE = "rounds.csv"
+EVENTS_FILE = "events.csv"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass
+class Run:
+    path: Path
+    name: str
+    seed: int
+    algorithm: str
+    scenario: dict
+    rounds: pd.DataFrame
+    events: pd.DataFrame
+    summary: dict
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}/{self.seed}"
+
+    @property
+    def target_accuracy(self) -> float | None:
+        return target_accuracy_of(self.scenario)
+
+
+def target_accuracy_of(scenario: dict) -> float | None:
+    return (scenario.get("stop") or {}).get("target_accuracy")
+
+
+def run_labels(runs: list[Run]) -> list[str]:
+    """One distinct label per run: "<name>/<seed>", with the algorithm added where two runs share
+    that label, and the folder itself as the last resort."""
+    def counts(labels):
+        return {label: labels.count(label) for label in labels}
+
+    labels = [run.label for run in runs]
+    seen = counts(labels)
+    labels = [f"{run.name}/{run.algorithm}/{run.seed}" if seen[label] > 1 else label
+              for run, label in zip(runs, labels)]
+    seen = counts(labels)
+    return [str(run.path) if seen[label] > 1 else label for run, label in zip(runs, labels)]
+
+
+def load_run(path) -> Run:
+    """Read a run folder; every file but summary.json must be there."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"{path}: no such folder; expected a run folder runs/<scenario>/<seed>/ written by 'testbed run'")
+    for required in (SCENARIO_FILE, ROUNDS_FILE, EVENTS_FILE):
+        if not (path / required).is_file():
+            raise FileNotFoundError(f"{path}: no {required} here; {_what_is_here(path)}")
+
+    scenario = yaml.safe_load((path / SCENARIO_FILE).read_text()) or {}
+    rounds = pd.read_csv(path / ROUNDS_FILE)
+    events = pd.read_csv(path / EVENTS_FILE)
+    summary_path = path / SUMMARY_FILE
+    # A run cut short has no summary.json yet; the tables are enough to rebuild it.
+    summary = (json.loads(summary_path.read_text()) if summary_path.is_file()
+               else summarize(rounds, [target_accuracy_of(scenario)]))
+    algorithm = scenario.get("algorithm")
+    return Run(
+        path=path,
+        name=str(scenario.get("name", path.parent.name)),
+        seed=scenario.get("seed", path.name),
+        algorithm=str(algorithm.get("name") if isinstance(algorithm, dict) else algorithm),
+        scenario=scenario,
+        rounds=rounds,
+        events=events,
+        summary=summary,
+    )
+
+
+def _what_is_here(path: Path) -> str:
+    """A hint for the common mistake of passing the scenario folder instead of one of its seeds."""
+    seeds = sorted(child.name for child in path.iterdir() if (child / ROUNDS_FILE).is_file())
+    if seeds:
+        return f"it looks like a scenario folder; pass one of its seed folders: {', '.join(seeds)}"
+    return "is this a run folder written by 'testbed run'?"

@@ -1,0 +1,133 @@
+"""Run folders written by hand, small enough to check every number against by hand.
+
+tiny run: 3 devices (a, b, c), 5 rounds; evaluated in rounds 2, 4, 5 (rounds 1 and 3 have NaN accuracy).
+Events exist for rounds 1, 2 and 5: in round 1 b drops during compute, in round 2 b's upload is late,
+in round 5 c's upload is cut as surplus.
+"""
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+SCENARIO = """\
+name: {name}
+seed: {seed}
+algorithm: {{name: {algorithm}}}
+stop: {{target_accuracy: 0.8, max_rounds: 5}}
+"""
+
+ROUNDS = """\
+round,t_start_s,t_end_s,selected,arrived,dropped,late,surplus,bytes_up,bytes_down,flops,wasted_flops,wasted_bytes,accuracy,loss
+1,0.0,10.0,3,2,1,0,0,2000,3000,600,100,500,,
+2,10.0,25.0,3,2,0,1,0,3000,3000,600,200,1000,0.42,1.9
+3,25.0,40.0,3,3,0,0,0,3000,3000,900,0,0,,
+4,40.0,52.5,3,3,0,0,0,3000,3000,900,0,0,0.81,0.7
+5,52.5,60.0,3,2,0,0,1,3000,3000,900,300,1000,0.79,0.75
+"""
+
+EVENTS = """\
+device,round,phase,start_s,end_s,outcome
+a,1,download,0.0,1.0,done
+a,1,compute,1.0,5.0,done
+a,1,upload,5.0,6.0,done
+b,1,download,0.0,2.0,done
+b,1,compute,2.0,4.0,dropped
+c,1,download,0.0,1.0,done
+c,1,compute,1.0,7.0,done
+c,1,upload,7.0,9.0,done
+a,2,download,10.0,11.0,done
+a,2,compute,11.0,15.0,done
+a,2,upload,15.0,16.5,done
+b,2,download,10.0,12.0,done
+b,2,compute,12.0,20.0,done
+b,2,upload,20.0,25.0,late
+c,2,download,10.0,11.0,done
+c,2,compute,11.0,17.0,done
+c,2,upload,17.0,19.0,done
+a,5,download,52.5,53.5,done
+a,5,compute,53.5,56.0,done
+a,5,upload,56.0,57.0,done
+b,5,download,52.5,54.0,done
+b,5,compute,54.0,57.0,done
+b,5,upload,57.0,58.0,done
+c,5,download,52.5,53.5,done
+c,5,compute,53.5,57.5,done
+c,5,upload,57.5,58.0,surplus
+"""
+
+
+def write_run(folder, rounds=ROUNDS, events=EVENTS, seed=0, algorithm="fedavg", name="tiny"):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "scenario.resolved.yaml").write_text(SCENARIO.format(name=name, seed=seed, algorithm=algorithm))
+    (folder / "rounds.csv").write_text(rounds)
+    (folder / "events.csv").write_text(events)
+    return folder
+
+
+@pytest.fixture
+def make_run():
+    """write_run, for tests that need more than one run folder (tests import no helper modules)."""
+    return write_run
+
+
+@pytest.fixture
+def make_synthetic_run():
+    return write_synthetic_run
+
+
+@pytest.fixture
+def rounds_csv():
+    return ROUNDS
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return write_run(tmp_path / "runs" / "tiny" / "0")
+
+
+@pytest.fixture
+def rounds():
+    return pd.read_csv(io.StringIO(ROUNDS))
+
+
+@pytest.fixture
+def events():
+    return pd.read_csv(io.StringIO(EVENTS))
+
+
+def write_synthetic_run(folder, devices=13, rounds=3, seed=0):
+    """A plausible run for looking at plots: devices with spread-out speeds, a deadline, a few
+    dropouts, and accuracy evaluated every other round."""
+    rng = np.random.default_rng(seed)
+    speed = rng.uniform(0.5, 3.0, devices)
+    event_rows, round_rows, now = [], [], 0.0
+    for r in range(1, rounds + 1):
+        deadline, start = now + 40.0, now
+        outcomes = {"dropped": 0, "late": 0}
+        for d in range(devices):
+            t, device = start, f"phone-{d + 1}"
+            for phase, base in (("download", 3.0), ("compute", 15.0), ("upload", 5.0)):
+                end = t + base * speed[d] * rng.uniform(0.8, 1.2)
+                outcome = "done"
+                if rng.random() < 0.04:
+                    end, outcome = rng.uniform(t, end), "dropped"
+                elif end > deadline:
+                    end, outcome = deadline, "late"
+                event_rows.append((device, r, phase, round(t, 3), round(end, 3), outcome))
+                t = end
+                if outcome != "done":
+                    outcomes[outcome] += 1
+                    break
+        now = deadline + 1.0
+        accuracy = 0.3 + 0.5 * (1 - np.exp(-r / 4)) if r % 2 == 0 or r == rounds else None
+        round_rows.append((r, start, now, devices, devices - sum(outcomes.values()), outcomes["dropped"],
+                           outcomes["late"], 0, 400_000 * devices, 400_000 * devices, 3e11 * devices,
+                           3e10, 100_000, accuracy, None if accuracy is None else 1.0 - accuracy))
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(event_rows, columns=["device", "round", "phase", "start_s", "end_s", "outcome"]).to_csv(
+        folder / "events.csv", index=False)
+    pd.DataFrame(round_rows, columns=ROUNDS.splitlines()[0].split(",")).to_csv(folder / "rounds.csv", index=False)
+    (folder / "scenario.resolved.yaml").write_text(SCENARIO.format(name="synthetic", seed=seed, algorithm="fedavg"))
+    return folder
