@@ -1,0 +1,303 @@
+"""When devices are online: models that sample on-intervals from a seed, and the queries the engine asks.
+
+Every model's `sample(seed, n_devices, horizon_s)` returns, per device, its on-intervals (see intervals.py).
+They are exact on [0, horizon_s): a row that starts before the horizon is real (online over all of it), and
+a row's end is final only if it lies before the horizon (a later stretch may join it) or is infinite.
+Each device draws from its own generator in fixed-size blocks, so a longer horizon only appends: the same seed
+gives the same intervals on the common prefix. That lets `Availability` extend its horizon lazily without
+changing any answer.
+"""
+import math
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from .intervals import NEVER_AGAIN, merge_intervals, read_only
+from .seeding import child_seed, device_rng
+
+DAY_S = 86400.0
+HOUR_S = 3600.0
+# Draws are made in blocks so that the random stream does not depend on the horizon; 64 keeps the number of
+# numpy calls small without drawing much past a short horizon.
+CYCLES_PER_BLOCK = 64
+DAYS_PER_BLOCK = 64
+# With |time-zone offset| <= 12 h and a window shorter than a day, no window of day -3 reaches t = 0.
+FIRST_DIURNAL_DAY = -2
+
+
+class AvailabilityModel(Protocol):
+    def sample(self, seed: np.random.SeedSequence, n_devices: int, horizon_s: float) -> list[np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class AlwaysOn:
+    """Online from 0 on, for good: the default, and the baseline without availability effects."""
+
+    def sample(self, seed, n_devices, horizon_s):
+        always = read_only(np.array([[0.0, math.inf]]))
+        return [always] * n_devices
+
+
+@dataclass(frozen=True)
+class MarkovOnOff:
+    """Alternating exponential on and off durations (a two-state continuous-time Markov chain).
+
+    "stationary" starts on with probability mean_on / (mean_on + mean_off); the exponential's lack of memory
+    makes the first duration already stationary, so there is no burn-in.
+    """
+
+    mean_on_s: float
+    mean_off_s: float
+    start: str = "stationary"
+
+    def __post_init__(self):
+        for field in ("mean_on_s", "mean_off_s"):
+            value = getattr(self, field)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{field} must be a finite number > 0, got {value!r}")
+        if self.start not in ("stationary", "on", "off"):
+            raise ValueError(f"start must be one of stationary, on, off; got {self.start!r}")
+
+    def sample(self, seed, n_devices, horizon_s):
+        return [self._device_intervals(device_rng(seed, i), horizon_s) for i in range(n_devices)]
+
+    def _device_intervals(self, rng, horizon_s):
+        fraction_on = self.mean_on_s / (self.mean_on_s + self.mean_off_s)
+        starts_on = {"on": True, "off": False, "stationary": rng.random() < fraction_on}[self.start]
+        means = (self.mean_on_s, self.mean_off_s) if starts_on else (self.mean_off_s, self.mean_on_s)
+        # Instants of the state changes, from t = 0; states alternate from the initial one.
+        changes = [np.zeros(1)]
+        while changes[-1][-1] < horizon_s:
+            durations = rng.standard_exponential((CYCLES_PER_BLOCK, 2)) * means
+            changes.append(changes[-1][-1] + np.cumsum(durations.ravel()))
+        bounds = np.concatenate(changes)
+        first_on = 0 if starts_on else 1
+        return merge_intervals(np.column_stack([bounds[first_on:-1:2], bounds[first_on + 1 :: 2]]))
+
+
+@dataclass(frozen=True)
+class Diurnal:
+    """Online every day in a local window [on_hour, off_hour), which wraps past midnight when off < on.
+
+    Phones train overnight while charging (FLASH and FedScale traces show it). Each window end moves each day
+    by N(0, jitter_s), clipped to half the shorter of window and gap so windows stay ordered and disjoint.
+    Each device lives in a time zone offset uniform in [-spread/2, +spread/2] hours: local = global + offset.
+    """
+
+    on_hour: float = 22
+    off_hour: float = 6
+    jitter_s: float = 1800
+    timezone_spread_h: float = 0
+
+    def __post_init__(self):
+        for field in ("on_hour", "off_hour"):
+            value = getattr(self, field)
+            if not 0 <= value < 24:
+                raise ValueError(f"{field} must be in [0, 24), got {value!r}")
+        if self.on_hour == self.off_hour:
+            raise ValueError("on_hour and off_hour must differ (use AlwaysOn for a device always online)")
+        if not (math.isfinite(self.jitter_s) and self.jitter_s >= 0):
+            raise ValueError(f"jitter_s must be a finite number >= 0, got {self.jitter_s!r}")
+        if not 0 <= self.timezone_spread_h <= 24:
+            raise ValueError(f"timezone_spread_h must be in [0, 24], got {self.timezone_spread_h!r}")
+
+    def sample(self, seed, n_devices, horizon_s):
+        return [self._device_intervals(device_rng(seed, i), horizon_s) for i in range(n_devices)]
+
+    def _device_intervals(self, rng, horizon_s):
+        half_spread_s = self.timezone_spread_h * HOUR_S / 2
+        offset_s = rng.uniform(-half_spread_s, half_spread_s)
+        window_s = (self.off_hour - self.on_hour) % 24 * HOUR_S
+        max_shift_s = min(window_s, DAY_S - window_s) / 2
+        windows = []
+        day = FIRST_DIURNAL_DAY
+        while day * DAY_S + self.on_hour * HOUR_S - max_shift_s - offset_s < horizon_s:
+            days = np.arange(day, day + DAYS_PER_BLOCK)
+            shifts = np.clip(rng.normal(0.0, self.jitter_s, (DAYS_PER_BLOCK, 2)), -max_shift_s, max_shift_s)
+            opens = days * DAY_S + self.on_hour * HOUR_S - offset_s
+            windows.append(np.column_stack([opens + shifts[:, 0], opens + window_s + shifts[:, 1]]))
+            day += DAYS_PER_BLOCK
+        return merge_intervals(np.clip(np.concatenate(windows), 0.0, None))
+
+
+@dataclass(frozen=True, eq=False)
+class TraceIntervals:
+    """Replays recorded on-intervals. Device i gets trace i % len(traces) ("cycle") or a seeded random one.
+
+    A trace with a period repeats with it, as FedScale replays `t % finish_time`; intervals past the period are
+    clipped because that replay never reaches them. A trace without a period ends offline for good.
+    """
+
+    traces: tuple[np.ndarray, ...]
+    period_s: tuple[float | None, ...]
+    assignment: str = "cycle"
+
+    def __post_init__(self):
+        if len(self.traces) == 0 or len(self.traces) != len(self.period_s):
+            raise ValueError(
+                f"need one period_s per trace and at least one trace; got {len(self.traces)} traces "
+                f"and {len(self.period_s)} periods"
+            )
+        if self.assignment not in ("cycle", "random"):
+            raise ValueError(f"assignment must be cycle or random, got {self.assignment!r}")
+        for index, period in enumerate(self.period_s):
+            if period is not None and not (math.isfinite(period) and period > 0):
+                raise ValueError(f"period_s[{index}] must be None or a finite number > 0, got {period!r}")
+        traces = tuple(
+            read_only(_checked_trace(index, trace, period))
+            for index, (trace, period) in enumerate(zip(self.traces, self.period_s))
+        )
+        object.__setattr__(self, "traces", traces)
+        object.__setattr__(self, "period_s", tuple(None if p is None else float(p) for p in self.period_s))
+
+    def sample(self, seed, n_devices, horizon_s):
+        replays = [
+            read_only(_replay(trace, period, horizon_s)) for trace, period in zip(self.traces, self.period_s)
+        ]
+        return [replays[index] for index in self._trace_of_devices(seed, n_devices)]
+
+    def _trace_of_devices(self, seed, n_devices):
+        if self.assignment == "cycle":
+            return np.arange(n_devices) % len(self.traces)
+        return [device_rng(seed, i).integers(len(self.traces)) for i in range(n_devices)]
+
+
+def _checked_trace(index: int, trace, period: float | None) -> np.ndarray:
+    rows = np.asarray(trace, dtype=np.float64)
+    if rows.size == 0:
+        return np.empty((0, 2))
+    if rows.ndim != 2 or rows.shape[1] != 2:
+        raise ValueError(f"trace {index} must be a (k, 2) array of [start_s, end_s) rows, got shape {rows.shape}")
+    if not np.isfinite(rows).all() or (rows[:, 0] < 0).any() or (rows[:, 1] < rows[:, 0]).any():
+        raise ValueError(f"trace {index} needs finite rows with 0 <= start_s <= end_s")
+    if period is not None:
+        rows = np.clip(rows, 0.0, period)
+    return merge_intervals(rows)
+
+
+def _replay(trace: np.ndarray, period: float | None, horizon_s: float) -> np.ndarray:
+    if period is None or len(trace) == 0:
+        return np.concatenate([trace, NEVER_AGAIN])
+    n_periods = math.floor(horizon_s / period) + 1  # enough repeats to pass the horizon
+    shifts = np.arange(n_periods)[:, None, None] * period
+    return merge_intervals(trace[None] + shifts)
+
+
+def _check_time(t: float) -> None:
+    if not math.isfinite(t):
+        raise ValueError(f"query time must be finite, got {t!r}")
+
+
+class Availability:
+    """Every device's on-intervals, pre-sampled from a seed, and queries on them.
+
+    Devices are numbered group after group. Intervals are stored flat (device d owns rows
+    offsets[d]:offsets[d+1]) and sampled up to a horizon. A query that the sample cannot settle re-samples at
+    a doubled horizon, which by the prefix property changes no answer. Online means start <= t < end.
+    """
+
+    def __init__(
+        self,
+        groups: Sequence[tuple[AvailabilityModel, int]],
+        seed: np.random.SeedSequence,
+        initial_horizon_s: float = DAY_S,
+    ):
+        if not (math.isfinite(initial_horizon_s) and initial_horizon_s > 0):
+            raise ValueError(f"initial_horizon_s must be a finite number > 0, got {initial_horizon_s!r}")
+        self._groups = tuple((model, int(count)) for model, count in groups)
+        self._seed = seed
+        self._sample(initial_horizon_s)
+
+    @property
+    def n(self) -> int:
+        return len(self._offsets) - 1
+
+    @property
+    def horizon_s(self) -> float:
+        return self._horizon_s
+
+    def online_at(self, t: float) -> np.ndarray:
+        """(n,) bool: which devices are online at t."""
+        self._cover(t)
+        index = self._first_ending_after(t)
+        has_one = index < self._offsets[1:]
+        online = np.zeros(self.n, dtype=bool)
+        online[has_one] = self._starts[index[has_one]] <= t
+        return online
+
+    def online_until(self, device: int, t: float) -> float:
+        """The end of the on-interval containing t; t itself when the device is offline at t."""
+        _check_time(t)
+        while True:
+            row = self._row_ending_after(device, t)
+            if row is not None and self._is_final(row[0]) and row[0] <= t:  # online at t
+                if self._is_final(row[1]):
+                    return row[1]
+            elif t < self._horizon_s or (row is not None and self._is_final(row[0])):  # offline at t
+                return float(t)
+            self._sample(2 * self._horizon_s)
+
+    def next_online(self, device: int, t: float) -> float:
+        """The earliest t' >= t at which the device is online; math.inf if never."""
+        _check_time(t)
+        while True:
+            row = self._row_ending_after(device, t)
+            if row is not None and self._is_final(row[0]):
+                return max(row[0], float(t))
+            self._sample(2 * self._horizon_s)
+
+    def intervals(self, device: int) -> np.ndarray:
+        """(k, 2) on-intervals that start before the current horizon (for plotting)."""
+        starts, ends = self._device_rows(device)
+        before = starts < self._horizon_s
+        return np.column_stack([starts[before], ends[before]])
+
+    def _sample(self, horizon_s: float) -> None:
+        per_device = []
+        for group_index, (model, count) in enumerate(self._groups):
+            per_device += model.sample(child_seed(self._seed, group_index), count, horizon_s)
+        self._offsets = np.concatenate([[0], np.cumsum([len(rows) for rows in per_device], dtype=np.int64)])
+        rows = np.concatenate(per_device) if per_device else np.empty((0, 2))
+        self._starts = np.ascontiguousarray(rows[:, 0])
+        self._ends = np.ascontiguousarray(rows[:, 1])
+        self._horizon_s = horizon_s
+
+    def _cover(self, t: float) -> None:
+        """Sample past t, doubling the horizon: one re-sample, however far t lies."""
+        _check_time(t)
+        horizon_s = self._horizon_s
+        while horizon_s <= t:
+            horizon_s *= 2
+        if horizon_s != self._horizon_s:
+            self._sample(horizon_s)
+
+    def _is_final(self, time_s: float) -> bool:
+        """Whether a sampled start or end is final: it lies before the horizon, or it is infinite (the
+        always-on row and the never-again row are the last a device will ever have)."""
+        return time_s < self._horizon_s or time_s == math.inf
+
+    def _row_ending_after(self, device: int, t: float) -> tuple[float, float] | None:
+        starts, ends = self._device_rows(device)
+        i = np.searchsorted(ends, t, side="right")
+        return (float(starts[i]), float(ends[i])) if i < len(ends) else None
+
+    def _device_rows(self, device: int) -> tuple[np.ndarray, np.ndarray]:
+        if not 0 <= device < self.n:
+            raise IndexError(f"device {device} out of range for {self.n} devices")
+        rows = slice(self._offsets[device], self._offsets[device + 1])
+        return self._starts[rows], self._ends[rows]
+
+    def _first_ending_after(self, t: float) -> np.ndarray:
+        """Per device, the index of its first row with end > t (its segment's end if none).
+
+        One binary search run on all devices at once: O(n log k) per query, not O(all rows).
+        """
+        low, high = self._offsets[:-1].copy(), self._offsets[1:].copy()
+        while (searching := low < high).any():
+            middle = (low + high) // 2
+            ended = np.zeros(len(low), dtype=bool)
+            ended[searching] = self._ends[middle[searching]] <= t
+            low = np.where(searching & ended, middle + 1, low)
+            high = np.where(searching & ~ended, middle, high)
+        return low

@@ -1,0 +1,29 @@
+"""On-intervals: (k, 2) float64 arrays of [start_s, end_s) rows, sorted, disjoint and not touching.
+
+A device that will never come online again ends its array with the row [inf, inf) ("online from infinity on").
+It makes "never" a plain interval, so the queries need no special case and know that nothing lies beyond.
+"""
+import numpy as np
+
+NEVER_AGAIN = np.array([[np.inf, np.inf]])
+NEVER_AGAIN.setflags(write=False)
+
+
+def merge_intervals(intervals: np.ndarray) -> np.ndarray:
+    """Sorted union of [start, end) rows: overlapping or touching rows join, empty rows go."""
+    rows = np.asarray(intervals, dtype=np.float64).reshape(-1, 2)
+    rows = rows[rows[:, 1] > rows[:, 0]]
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    if len(rows) == 0:
+        return rows
+    reach = np.maximum.accumulate(rows[:, 1])
+    # A row opens a new interval when it starts after everything before it has ended.
+    opens = np.concatenate([[True], rows[1:, 0] > reach[:-1]])
+    closes = np.concatenate([opens[1:], [True]])
+    return np.column_stack([rows[opens, 0], reach[closes]])
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """The array, frozen: sampled intervals are shared between devices and must not change under them."""
+    array.setflags(write=False)
+    return array

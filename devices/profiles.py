@@ -1,0 +1,65 @@
+"""What one kind of device can do: compute rate, link speeds, latency, and where the figures come from."""
+import dataclasses
+import math
+from dataclasses import dataclass
+from numbers import Real
+
+_POSITIVE_FIELDS = ("peak_flops", "up_Bps", "down_Bps")
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """One device kind. Training time is flops / train_flops_per_s; a transfer is latency_s + bytes / Bps.
+
+    latency_s may be 0: FedLPS's cost model has no latency term, and reproducing it needs a profile without one.
+    """
+
+    name: str
+    peak_flops: float  # FLOP/s as vendors quote it (two per fused multiply-add), fp32
+    efficiency: float  # fraction of peak reached when training, in (0, 1]
+    up_Bps: float  # uplink bytes/s
+    down_Bps: float  # downlink bytes/s
+    latency_s: float  # one-way network latency, seconds
+    source: str  # where each figure comes from (or "assumed: why")
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.source, str):
+            raise ValueError(f"source must be a string, got {self.source!r}")
+        for field in _POSITIVE_FIELDS:
+            _set_number(self, field, lambda x: x > 0, "a finite number > 0")
+        _set_number(self, "efficiency", lambda x: 0 < x <= 1, "a number in (0, 1]")
+        _set_number(self, "latency_s", lambda x: x >= 0, "a finite number >= 0")
+
+    @property
+    def train_flops_per_s(self) -> float:
+        return self.peak_flops * self.efficiency
+
+    def scaled(self, capability: float) -> "DeviceProfile":
+        """The same device with `capability` of its compute, as FedLPS's capability levels z_k."""
+        if not _is_number(capability) or not capability > 0:
+            raise ValueError(f"capability must be a finite number > 0, got {capability!r}")
+        return dataclasses.replace(
+            self, name=f"{self.name}@{capability:g}", peak_flops=self.peak_flops * capability
+        )
+
+    def with_overrides(self, **fields) -> "DeviceProfile":
+        """A copy with some fields changed, validated like any new profile."""
+        known = [f.name for f in dataclasses.fields(self)]
+        unknown = sorted(set(fields) - set(known))
+        if unknown:
+            raise ValueError(f"unknown DeviceProfile field {unknown[0]!r}; choose from: {', '.join(known)}")
+        return dataclasses.replace(self, **fields)
+
+
+def _is_number(value) -> bool:
+    # bool is an int, but True FLOP/s is a configuration mistake, not a number.
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _set_number(profile: DeviceProfile, field: str, accept, expected: str) -> None:
+    value = getattr(profile, field)
+    if not _is_number(value) or not accept(value):
+        raise ValueError(f"{field} must be {expected}, got {value!r}")
+    object.__setattr__(profile, field, float(value))  # numpy scalars and ints become plain floats
