@@ -358,10 +358,15 @@ def load(path: str | Path, overrides: list[str] = ()) -> Scenario:
     return validate(raw, str(path), Path(path).parent)
 
 
+TAGGED_UNIONS = {"availability", "partition", "algorithm"}
+
+
 def describe(err: ValidationError) -> str:
     """The first error as 'field.path: what is wrong; how to fix it' (+ how many more)."""
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
+    raw_loc = first["loc"]
+    # pydantic puts a tagged union's tag into the path (availability.trace.file); the YAML has no such key
+    loc = ".".join(str(p) for i, p in enumerate(raw_loc) if not (i and raw_loc[i - 1] in TAGGED_UNIONS))
     kind, ctx = first["type"], first.get("ctx", {})
     if kind == "extra_forbidden":
         message = "unknown key; remove it or correct its spelling"

@@ -1,0 +1,40 @@
+"""Shared by the tests: a two-device scenario with hand-computable timelines, and a way to simulate it."""
+from pathlib import Path
+
+import yaml
+
+from testbed import scenario as sc
+from testbed.engine import Engine
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Two devices whose timelines are easy to compute by hand (see test_engine.py).
+TWO_DEVICES = {
+    "name": "two_devices",
+    "seed": 0,
+    "data": {"name": "mnist5k", "partition": {"kind": "iid"}},
+    "model": {"name": "cnn_fedlps"},
+    "fleet": {"groups": [
+        {"profile": "raspberry_pi_4", "count": 1, "peak_flops": 5.766e9, "efficiency": 1.0,
+         "down_Bps": 87360, "up_Bps": 43680, "latency_s": 0.25},
+        {"profile": "raspberry_pi_4", "count": 1, "peak_flops": 2.883e9, "efficiency": 1.0,
+         "down_Bps": 174720, "up_Bps": 174720, "latency_s": 0.5},
+    ]},
+    "round": {"clients_per_round": 2},
+    "client": {"lr": 0.05, "local_epochs": 1, "batch_size": 200},
+    "algorithm": {"name": "fedavg"},
+    "stop": {"max_rounds": 2},
+}
+
+
+def simulate(raw: dict, base_dir: Path = ROOT):
+    """Run a scenario dict through the engine; return (round records, event rows)."""
+    records, events = [], []
+    exp = sc.build(sc.validate(raw, "test", base_dir))
+    Engine(exp, lambda rec, ev: (records.append(rec), events.extend(ev))).run()
+    return records, events
+
+
+def write_yaml(path: Path, raw: dict) -> Path:
+    path.write_text(yaml.safe_dump(raw))
+    return path

@@ -1,0 +1,125 @@
+"""The command line as a user meets it: bad input gets one line and exit code 2; runs write their folder."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from helpers import ROOT, write_yaml
+
+from testbed.cli import main
+
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+
+
+def _bad(two_devices, mutate):
+    raw = yaml.safe_load(yaml.safe_dump(two_devices))
+    mutate(raw)
+    return raw
+
+
+BAD_INPUT = {
+    "unknown key": (lambda r: r["round"].update(clients_per_rnd=3), "round.clients_per_rnd: unknown key"),
+    "negative bandwidth": (lambda r: r["fleet"]["groups"][0].update(up_Bps=-5),
+                           "fleet.groups.0.up_Bps: Input should be greater than 0"),
+    "unknown algorithm": (lambda r: r["algorithm"].update(name="fedfoo"),
+                          "algorithm.name: unknown 'fedfoo'; choose one of: 'fedavg', 'fedprox'"),
+    "unknown dataset": (lambda r: r["data"].update(name="imagenet"),
+                        "data.name: unknown dataset 'imagenet'; choose one of: mnist5k"),
+    "unknown device": (lambda r: r["fleet"]["groups"][0].update(profile="iphone99"),
+                       "fleet.groups.0.profile: unknown device profile 'iphone99'; choose one of:"),
+    "missing trace file": (lambda r: r["fleet"]["groups"][0].update(
+        availability={"kind": "trace", "file": "nowhere.csv"}), "fleet.groups.0.availability.file: no trace file at"),
+    "K larger than the fleet": (lambda r: r["round"].update(clients_per_round=3),
+                                "round.clients_per_round: 3 is more than the fleet's 2 devices"),
+    "missing section": (lambda r: r.pop("client"), "client: required; add it"),
+    "wrong type": (lambda r: r["stop"].update(max_rounds="many"), "stop.max_rounds: Input should be a valid integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_scenarios_give_one_line_and_exit_2(case, two_devices, tmp_path, capsys):
+    mutate, expected = BAD_INPUT[case]
+    file = write_yaml(tmp_path / "bad.yaml", _bad(two_devices, mutate))
+    for command in (["validate", str(file)], ["run", str(file), "--out", str(tmp_path / "runs"), "--quiet"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith(f"error: {file}: {expected}"), err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_scenario_file_and_bad_yaml(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.yaml")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nope.yaml'}: no such scenario file\n"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nfleet: [unclosed\n")
+    assert main(["validate", str(broken)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_bad_override_and_report_of_a_missing_run(tmp_path, capsys):
+    assert main(["validate", str(SCENARIOS[0]), "--set", "stop.max_rounds"]) == 2
+    assert "expected KEY.PATH=VALUE" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "runs/x/0")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runs/x/0" in err
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.name)
+def test_every_bundled_scenario_validates(scenario, capsys):
+    assert main(["validate", str(scenario)]) == 0
+    assert ": ok (" in capsys.readouterr().out
+
+
+def test_quickstart_runs_shortened(tmp_path, capsys):
+    out = tmp_path / "runs"
+    assert main(["run", str(ROOT / "scenarios/quickstart.yaml"), "--out", str(out), "--quiet",
+                 "--set", "stop.max_rounds=3"]) == 0
+    run = out / "quickstart" / "0"
+    printed = capsys.readouterr().out
+    assert "time_s@0.9" in printed and str(run / "plots" / "accuracy_vs_time.png") in printed
+    rounds = pd.read_csv(run / "rounds.csv")
+    for column in ["round", "t_start_s", "t_end_s", "selected", "arrived", "dropped", "bytes_up", "bytes_down",
+                   "flops", "accuracy", "loss"]:
+        assert column in rounds
+    assert list(rounds["round"]) == [1, 2, 3] and (rounds["t_end_s"] > rounds["t_start_s"]).all()
+    assert (rounds["selected"] == 13).all() and (rounds["arrived"] <= 10).all()
+    events = pd.read_csv(run / "events.csv")
+    assert list(events.columns) == ["device", "round", "phase", "start_s", "end_s", "outcome"]
+    summary = json.loads((run / "summary.json").read_text())
+    for key in ["final_accuracy", "time_to_accuracy_s", "bytes_up_total", "bytes_down_total", "flops_total",
+                "sim_time_s"]:
+        assert key in summary
+    assert summary["bytes_up_total"] == rounds["bytes_up"].sum() and summary["status"] == "completed"
+    resolved = yaml.safe_load((run / "scenario.resolved.yaml").read_text())
+    assert resolved["stop"]["max_rounds"] == 3 and resolved["round"]["overcommit"] == 1.3
+    for plot in ["accuracy_vs_time.png", "accuracy_vs_bytes_up.png", "gantt_quickstart_0.png"]:
+        assert (run / "plots" / plot).read_bytes()[:4] == b"\x89PNG"
+    devices = pd.read_csv(run / "devices.csv")
+    assert len(devices) == 100 and devices["num_samples"].sum() == 4000
+
+
+def test_same_scenario_and_seed_give_identical_tables(two_devices, tmp_path):
+    two_devices["fleet"]["groups"][1]["availability"] = {"kind": "markov", "mean_on_s": 3, "mean_off_s": 1}
+    two_devices["stop"] = {"max_rounds": 4}
+    file = write_yaml(tmp_path / "s.yaml", two_devices)
+    tables = []
+    for attempt in ("a", "b"):
+        assert main(["run", str(file), "--out", str(tmp_path / attempt), "--quiet"]) == 0
+        run = tmp_path / attempt / "two_devices" / "0"
+        tables.append(((run / "rounds.csv").read_bytes(), (run / "events.csv").read_bytes()))
+    assert tables[0] == tables[1]
+    assert main(["run", str(file), "--out", str(tmp_path / "c"), "--quiet", "--seed", "1"]) == 0
+    assert (tmp_path / "c/two_devices/1/rounds.csv").read_bytes() != tables[0][0]
+
+
+def test_diverging_run_keeps_its_rounds(two_devices, tmp_path, capsys):
+    two_devices["client"]["lr"] = 1e6
+    file = write_yaml(tmp_path / "s.yaml", two_devices)
+    assert main(["run", str(file), "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "diverged" in err and "lower client.lr" in err
+    run = tmp_path / "two_devices" / "0"
+    assert len(pd.read_csv(run / "rounds.csv")) == 1
+    assert json.loads((run / "summary.json").read_text())["status"].startswith("failed")
