@@ -123,3 +123,18 @@ def test_diverging_run_keeps_its_rounds(two_devices, tmp_path, capsys):
     run = tmp_path / "two_devices" / "0"
     assert len(pd.read_csv(run / "rounds.csv")) == 1
     assert json.loads((run / "summary.json").read_text())["status"].startswith("failed")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.name)
+def test_every_bundled_scenario_runs_two_rounds(scenario, tmp_path):
+    assert main(["run", str(scenario), "--out", str(tmp_path), "--quiet", "--set", "stop.max_rounds=2"]) == 0
+    rounds = pd.read_csv(next(tmp_path.glob("*/0/rounds.csv")))
+    assert len(rounds) == 2 and rounds["accuracy"].notna().all()
+
+
+@pytest.mark.slow
+def test_quickstart_reaches_its_target(tmp_path):
+    """The README's promise: the full quickstart reaches 0.9 test accuracy."""
+    assert main(["run", str(ROOT / "scenarios/quickstart.yaml"), "--out", str(tmp_path), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "quickstart/0/summary.json").read_text())
+    assert summary["time_to_accuracy_s"]["0.9"] is not None and summary["final_accuracy"] >= 0.9

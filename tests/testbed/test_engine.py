@@ -105,3 +105,24 @@ def test_arrival_exactly_at_the_deadline_counts(two_devices):
     two_devices["round"] = {"clients_per_round": 2, "deadline_s": 4.0}
     records, _ = simulate(two_devices)
     assert (records[0]["arrived"], records[0]["late"]) == (1, 1)
+
+
+def test_fleet_all_offline_waits_for_the_first_device(two_devices):
+    # both devices sleep until 01:00 (3,600 s), then stay on until 05:00
+    for group in two_devices["fleet"]["groups"]:
+        group["availability"] = {"kind": "diurnal", "on_hour": 1, "off_hour": 5, "jitter_s": 0}
+    records, events = simulate(two_devices)
+    assert records[0]["t_start_s"] == 3600 and records[0]["t_end_s"] == 3604.5
+    assert min(e["start_s"] for e in events) == 3600
+
+
+def test_fedscale_trace_through_the_scenario(two_devices, tmp_path):
+    """FedScale's client_behave_trace format: client 0 is online on [0, 1.5) and the trace repeats every 100 s."""
+    import json
+
+    trace = tmp_path / "behave.json"
+    trace.write_text(json.dumps({"0": {"active": [0], "inactive": [1.5], "finish_time": 100}}))
+    two_devices["fleet"]["groups"][0]["availability"] = {"kind": "trace", "file": str(trace), "format": "fedscale"}
+    records, events = simulate(two_devices)
+    assert _phases(events, 1)[(0, "compute")] == (1.25, 1.5, "dropped")
+    assert records[1]["online"] == 1  # at t = 4 device 0 is away until t = 100
