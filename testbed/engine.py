@@ -13,7 +13,7 @@ A synchronous round (DESIGN.md): plan the clock first, then train only what the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -99,6 +99,7 @@ def play_round(env: simpy.Environment, timelines: dict[int, Timeline], offline_a
         settle()
 
     procs = [env.process(device(d, tl)) for d, tl in timelines.items()]
+    settle()  # a round without tasks closes at once
     yield env.any_of([closed] + ([env.timeout(deadline_s)] if deadline_s else []))
     arrived.sort()  # ties at one instant go to the lower device id
     kept = [d for _, d in arrived[:keep]]
@@ -125,11 +126,11 @@ class Engine:
     def timeline(self, task: Task, capacity_flops_per_s: float) -> Timeline:
         fleet, d = self.exp.fleet, task.device
         flops = training_flops(self.forward_flops, task.samples_processed)
-        tl = Timeline(task.down.nbytes(self.shapes), flops, task.up.nbytes(self.shapes), float(fleet.latency_s[d]),
-                      float(fleet.down_Bps[d]), float(fleet.up_Bps[d]), (0.0, 0.0, 0.0))
-        seconds = (tl.latency_s + tl.bytes_down / tl.down_Bps, compute_seconds(flops, capacity_flops_per_s),
-                   tl.latency_s + tl.bytes_up / tl.up_Bps)
-        return replace(tl, seconds=seconds)
+        bytes_down, bytes_up = task.down.nbytes(self.shapes), task.up.nbytes(self.shapes)
+        latency, down_Bps, up_Bps = float(fleet.latency_s[d]), float(fleet.down_Bps[d]), float(fleet.up_Bps[d])
+        seconds = (latency + bytes_down / down_Bps, compute_seconds(flops, capacity_flops_per_s),
+                   latency + bytes_up / up_Bps)
+        return Timeline(bytes_down, flops, bytes_up, latency, down_Bps, up_Bps, seconds)
 
     def run(self) -> None:
         env = simpy.Environment()

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 import torch
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
                       ValidationError, ValidationInfo, field_validator, model_validator)
 
 import devices
@@ -34,10 +34,15 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _one_of(kind: str, value: str, known) -> str:
-    if value not in known:
-        raise ValueError(f"unknown {kind} '{value}'; choose one of: {', '.join(sorted(known))}")
-    return value
+def registered(kind: str, registry) -> type[str]:
+    """A string that must name an entry of `registry`; the error lists the choices."""
+
+    def check(name: str) -> str:
+        if name not in registry:
+            raise ValueError(f"unknown {kind} '{name}'; choose one of: {', '.join(sorted(registry))}")
+        return name
+
+    return Annotated[str, AfterValidator(check)]
 
 
 # ---- devices -------------------------------------------------------------------------------------------
@@ -103,7 +108,7 @@ Availability = Annotated[Union[AlwaysOn, Markov, Diurnal, Trace], Field(discrimi
 
 
 class DeviceGroup(Strict):
-    profile: str
+    profile: registered("device profile", devices.CATALOG)
     count: PositiveInt
     availability: Availability = AlwaysOn()
     tiers: list[Capability] | None = None       # capability levels z, drawn uniformly per device (FedLPS)
@@ -114,11 +119,6 @@ class DeviceGroup(Strict):
     up_Bps: PositiveFloat | None = None
     down_Bps: PositiveFloat | None = None
     latency_s: NonNegativeFloat | None = None
-
-    @field_validator("profile")
-    @classmethod
-    def _known(cls, name: str) -> str:
-        return _one_of("device profile", name, devices.CATALOG)
 
     @model_validator(mode="after")
     def _resample_needs_tiers(self):
@@ -161,24 +161,14 @@ Partition = Annotated[Union[IID, Dirichlet, Shards], Field(discriminator="kind")
 
 
 class Data(Strict):
-    name: str
+    name: registered("dataset", DATASETS)
     partition: Partition = IID()
     min_samples_per_client: PositiveInt = 1
 
-    @field_validator("name")
-    @classmethod
-    def _known(cls, name: str) -> str:
-        return _one_of("dataset", name, DATASETS)
-
 
 class Model(Strict):
-    name: str
+    name: registered("model", MODELS)
     width: PositiveFloat = 1.0
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, name: str) -> str:
-        return _one_of("model", name, MODELS)
 
 
 class Client(Strict):
@@ -192,13 +182,8 @@ class Client(Strict):
 
 
 class Codec(Strict):
-    down: str = "fp32"
-    up: str = "fp32"
-
-    @field_validator("down", "up")
-    @classmethod
-    def _known(cls, name: str) -> str:
-        return _one_of("codec", name, CODECS)
+    down: registered("codec", CODECS) = "fp32"
+    up: registered("codec", CODECS) = "fp32"
 
 
 # ---- algorithms: one small model each, that builds its Strategy -----------------------------------------
@@ -283,12 +268,7 @@ class Eval(Strict):
 
 
 class Executor(Strict):
-    kind: str = "serial"
-
-    @field_validator("kind")
-    @classmethod
-    def _known(cls, kind: str) -> str:
-        return _one_of("executor", kind, EXECUTORS)
+    kind: registered("executor", EXECUTORS) = "serial"
 
 
 class Scenario(Strict):

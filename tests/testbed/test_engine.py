@@ -126,3 +126,25 @@ def test_fedscale_trace_through_the_scenario(two_devices, tmp_path):
     records, events = simulate(two_devices)
     assert _phases(events, 1)[(0, "compute")] == (1.25, 1.5, "dropped")
     assert records[1]["online"] == 1  # at t = 4 device 0 is away until t = 100
+
+
+def test_a_round_without_tasks_closes_at_once():
+    import simpy
+
+    from testbed.engine import play_round
+
+    env = simpy.Environment()
+    play = env.run(until=env.process(play_round(env, {}, {}, keep=3, deadline_s=None)))
+    assert (play.t_end, play.kept, play.cut, play.phases) == (0, [], {}, [])
+
+
+def test_stop_rules_and_evaluation_schedule(two_devices):
+    two_devices["stop"] = {"max_rounds": 5, "max_sim_time_s": 5.0}  # rounds start at 0 and 4.5, not at 9
+    assert [r["t_start_s"] for r in simulate(two_devices)[0]] == [0, 4.5]
+    two_devices["stop"] = {"max_rounds": 3}
+    two_devices["eval"] = {"every_rounds": 2}  # and always after the last round
+    accuracy = [r["accuracy"] for r in simulate(two_devices)[0]]
+    assert accuracy[0] != accuracy[0] and accuracy[1] > 0 and accuracy[2] > 0  # NaN: not evaluated
+    two_devices["eval"] = {"every_rounds": 1}
+    two_devices["stop"] = {"max_rounds": 5, "target_accuracy": 0.01, "stop_at_target": True}
+    assert len(simulate(two_devices)[0]) == 1

@@ -67,3 +67,19 @@ def test_fedavg_server_is_the_sample_weighted_mean_of_client_models():
                 Arrival(1, 1, {"w": torch.tensor([-1.0])}, {"train_loss": 0.0})]
     new, _ = strategy.aggregate(state, 1, arrivals, [])
     assert new.params["w"].item() == 1.5  # models 2.0 and 0.0, weighted 3:1
+
+
+def test_fedprox_local_steps_by_hand():
+    """loss = 0.5 ||w||^2 has gradient w; with one full batch per epoch, two epochs of FedProx give
+    w1 = w0 - lr w0 and w2 = w1 - lr (w1 + mu (w1 - w0))."""
+    import numpy as np
+
+    lr, mu = 0.1, 0.5
+    w0 = torch.tensor([1.0, -2.0])
+    strategy = FedAvg(LocalSGD(lr=lr, local_epochs=2, batch_size=4), proximal_mu=mu)
+    loss_fn = lambda p, x, y: 0.5 * p["w"].square().sum()  # noqa: E731 (data-free loss)
+    update, _ = strategy.client_update(None, {"w": w0}, torch.zeros(4, 1), torch.zeros(4), loss_fn,
+                                       np.random.default_rng(0))
+    w1 = w0 - lr * w0
+    w2 = w1 - lr * (w1 + mu * (w1 - w0))
+    torch.testing.assert_close(update["w"], w2 - w0)
