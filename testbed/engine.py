@@ -120,7 +120,7 @@ class Engine:
         self.on_round = on_round
         self.params = {n: p.detach().clone() for n, p in exp.model.named_parameters()}
         self.shapes = {n: p.shape for n, p in self.params.items()}
-        self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.sample_shape)
+        self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self.num_samples = np.array([len(p) for p in exp.parts])
 
     def timeline(self, task: Task, capacity_flops_per_s: float) -> Timeline:

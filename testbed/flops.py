@@ -18,13 +18,14 @@ TRAINING_FLOPS_PER_FORWARD = 3
 FLOPS_PER_MULTIPLY_ADD = 2
 
 
-def forward_flops_per_sample(model: torch.nn.Module, sample_shape: tuple[int, ...]) -> int:
-    """fvcore's forward count for one sample (multiply-adds of convolutions, linear layers, matmuls...)."""
+def forward_flops_per_sample(model: torch.nn.Module, example: torch.Tensor) -> int:
+    """fvcore's forward count for one sample (multiply-adds of convolutions, linear layers, matmuls...);
+    `example` is one input sample with its batch dimension (float image or integer tokens)."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            analysis = FlopCountAnalysis(model, torch.zeros((1, *sample_shape)))
+            analysis = FlopCountAnalysis(model, example[:1])
             analysis.unsupported_ops_warnings(False)  # ReLU, pooling: cheap, and uncounted by the papers
             analysis.uncalled_modules_warnings(False)
             total = int(analysis.total())
