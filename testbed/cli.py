@@ -67,6 +67,14 @@ def _report(args) -> None:
     print(table + "\n\nplots:\n" + "\n".join(f"  {p}" for p in plots))
 
 
+def _models(args) -> None:
+    from testbed.models.summary import format_table
+
+    print(format_table())
+    print("\nforward_flops: multiply-adds for one sample, as fvcore and the papers count them; "
+          "training costs 3x that per sample")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="testbed", description="Federated learning on a simulated edge fleet: "
                                   "time-to-accuracy in simulated seconds, bytes and FLOPs.")
@@ -87,6 +95,8 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", type=Path, help="folder for the plots (default: RUN/plots, or report/ for several)")
     rep.add_argument("--target", type=float, action="append", help="target accuracy (repeatable)")
     rep.set_defaults(handler=_report)
+    mod = sub.add_parser("models", help="every model with its parameters and forward FLOPs per sample")
+    mod.set_defaults(handler=_models)
     return top
 
 
