@@ -1,10 +1,13 @@
-"""Split a training set's indices among clients: IID, Dirichlet over labels, or label shards.
+"""Split a training set's indices among clients: IID, Dirichlet over labels, label shards, or the dataset's
+natural clients; split each client's data into train / validation / test; measure how non-IID a split is.
 
 Each partitioner takes the labels, the number of clients and a numpy Generator, and returns one index array
 per client. Every client gets at least `min_samples` samples: a device with no data would train for zero
 seconds, which the engine refuses.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -52,9 +55,110 @@ def _check_enough(n_samples: int, n_parts: int, min_samples: int) -> None:
                          "use fewer devices")
 
 
-PARTITIONERS = {"iid": iid, "dirichlet": dirichlet, "shards": shards}
+def natural(labels: np.ndarray, n_clients: int, rng: np.random.Generator, clients: np.ndarray,
+            min_samples: int = 1) -> list[np.ndarray]:
+    """The dataset's own clients (writers, speaking roles, users): `clients[i]` is training sample i's client.
+
+    With fewer devices than natural clients, `n_clients` of them are drawn with `rng` (without replacement)
+    and taken in ascending id order; only clients with at least `min_samples` samples are eligible.
+    """
+    clients = np.asarray(clients)
+    if clients.shape != (len(labels),):
+        raise ValueError(f"natural partition: {len(clients)} client ids for {len(labels)} training samples")
+    ids, counts = np.unique(clients, return_counts=True)
+    eligible = ids[counts >= min_samples]
+    if n_clients > len(eligible):
+        which = "" if len(eligible) == len(ids) else f" with at least {min_samples} training samples"
+        raise ValueError(f"the dataset has only {len(eligible)} natural clients{which}; "
+                         f"use at most {len(eligible)} devices")
+    if n_clients < 1:
+        raise ValueError("the natural partition needs at least one device")
+    chosen = eligible if n_clients == len(eligible) else np.sort(rng.choice(eligible, n_clients, replace=False))
+    order = np.argsort(clients, kind="stable")  # indices grouped by client, ascending within each client
+    starts = np.searchsorted(clients[order], chosen, side="left")
+    ends = np.searchsorted(clients[order], chosen, side="right")
+    return [order[a:b].astype(np.int64) for a, b in zip(starts, ends)]
+
+
+PARTITIONERS = {"iid": iid, "dirichlet": dirichlet, "shards": shards, "natural": natural}
+
+
+def split_clients(parts: list[np.ndarray], rng: np.random.Generator, val_fraction: float,
+                  test_fraction: float) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Per-client train / validation / test index arrays, for personalized evaluation (not stratified).
+
+    Each client's indices are shuffled with `rng`; ceil(test_fraction * n) become its test set and
+    ceil(val_fraction * n) its validation set, the rest its training set (rounding up, as LEAF does, so a
+    client with a few samples still gets a test sample). Every client keeps at least one training sample:
+    where the held-out sets would leave none, the validation set shrinks first, then the test set, so a
+    client of one sample has only a training set. Arrays come back sorted.
+    """
+    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise ValueError(f"val_fraction={val_fraction} and test_fraction={test_fraction} must be >= 0 "
+                         "and sum to less than 1")
+    train, val, test = [], [], []
+    for part in parts:
+        part = np.asarray(part, dtype=np.int64)
+        n = len(part)
+        if n < 1:
+            raise ValueError("a client with no samples cannot keep a training sample")
+        n_test, n_val = (math.ceil(round(fraction * n, 9)) for fraction in (test_fraction, val_fraction))
+        excess = n_test + n_val - (n - 1)
+        if excess > 0:
+            cut = min(excess, n_val)
+            n_val, n_test = n_val - cut, n_test - (excess - cut)
+        shuffled = rng.permutation(part)
+        test.append(np.sort(shuffled[:n_test]))
+        val.append(np.sort(shuffled[n_test:n_test + n_val]))
+        train.append(np.sort(shuffled[n_test + n_val:]))
+    return train, val, test
 
 
 def label_histograms(labels: np.ndarray, parts: list[np.ndarray], num_classes: int) -> np.ndarray:
     """(clients, classes) sample counts."""
     return np.stack([np.bincount(labels[p], minlength=num_classes) for p in parts])
+
+
+def _distributions(counts: np.ndarray) -> np.ndarray:
+    counts = np.asarray(counts, dtype=np.float64)
+    if (counts < 0).any() or not np.isfinite(counts).all():
+        raise ValueError("label counts or probabilities must be finite and non-negative")
+    totals = counts.sum(axis=-1, keepdims=True)
+    if (totals <= 0).any():
+        raise ValueError("a distribution has no mass (a client with no samples?)")
+    return counts / totals
+
+
+def _kl2(p: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """KL(p || m) in bits along the last axis, with 0 log 0 = 0 (m > 0 wherever p > 0)."""
+    ratio = np.where(p > 0, p / np.where(m > 0, m, 1.0), 1.0)
+    return (p * np.log2(ratio)).sum(axis=-1)
+
+
+def js_divergence(p: np.ndarray, q: np.ndarray) -> float | np.ndarray:
+    """Jensen-Shannon divergence in bits (0 for identical, 1 for disjoint distributions):
+    JS(P, Q) = KL(P || M) / 2 + KL(Q || M) / 2 with M = (P + Q) / 2 (FedDUMAP's Eq. 2-3, log base 2).
+
+    p and q are label counts or probabilities (normalised here); p may be (clients, classes), broadcast
+    against q. Equals scipy.spatial.distance.jensenshannon(p, q, base=2) ** 2.
+    """
+    p, q = _distributions(p), _distributions(q)
+    if p.shape[-1] != q.shape[-1]:
+        raise ValueError(f"distributions over {p.shape[-1]} and {q.shape[-1]} classes")
+    m = (p + q) / 2
+    js = np.clip((_kl2(p, m) + _kl2(q, m)) / 2, 0.0, 1.0)
+    return float(js) if js.ndim == 0 else js
+
+
+def non_iid_degree(histograms: np.ndarray) -> tuple[np.ndarray, float]:
+    """FedDUMAP's non-IID degree of a partition: each client's JS divergence (bits) between its label
+    distribution P_k and the distribution over all clients' data, P = sum_k n_k P_k / sum_k n_k (the pooled
+    label counts); and the plain mean over clients.
+
+    `histograms` is (clients, classes) counts, e.g. from `label_histograms`.
+    """
+    histograms = np.asarray(histograms, dtype=np.float64)
+    if histograms.ndim != 2 or len(histograms) == 0:
+        raise ValueError("histograms must be (clients, classes) label counts")
+    per_client = np.atleast_1d(js_divergence(histograms, histograms.sum(axis=0)))
+    return per_client, float(per_client.mean())
