@@ -11,7 +11,7 @@ import pandas as pd
 import yaml
 
 from analysis.metrics import summarize
-from testbed.data import label_histograms
+from testbed.data.partition import label_histograms, non_iid_degree
 
 ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
                  "bytes_up", "bytes_down", "flops", "wasted_flops", "wasted_bytes", "train_loss", "accuracy",
@@ -44,9 +44,10 @@ class RunWriter:
                               "up_Bps": fleet.up_Bps, "down_Bps": fleet.down_Bps, "latency_s": fleet.latency_s,
                               "num_samples": [len(p) for p in exp.parts]})
         histograms = label_histograms(exp.dataset.train_y.numpy(), exp.parts, exp.dataset.num_classes)
-        for cls in range(exp.dataset.num_classes):
-            table[f"label_{cls}"] = histograms[:, cls]
-        table.to_csv(self.path / "devices.csv", index=False)
+        per_device, self.non_iid_degree = non_iid_degree(histograms)
+        table["js_divergence"] = per_device
+        labels = pd.DataFrame(histograms, columns=[f"label_{c}" for c in range(exp.dataset.num_classes)])
+        pd.concat([table, labels], axis=1).to_csv(self.path / "devices.csv", index=False)
 
     def round(self, record: dict, events: list[dict]) -> None:
         for (handle, writer), rows in ((self._rounds, [record]), (self._events, events)):
@@ -60,6 +61,7 @@ class RunWriter:
         target = self.scenario.stop.target_accuracy
         summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
                    "algorithm": self.scenario.algorithm.name, "status": status,
-                   "target_accuracy": target, **summarize(rounds, [target] if target else [])}
+                   "target_accuracy": target, "non_iid_degree": self.non_iid_degree,
+                   **summarize(rounds, [target] if target else [])}
         (self.path / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary

@@ -6,6 +6,7 @@ into live objects (dataset, partition, model, fleet, strategy, executor) through
 """
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,13 +158,55 @@ class Shards(Strict):
     classes_per_client: PositiveInt
 
 
-Partition = Annotated[Union[IID, Dirichlet, Shards], Field(discriminator="kind")]
+class Natural(Strict):
+    """The dataset's own clients: writers, speaking roles, users."""
+
+    kind: Literal["natural"]
+
+
+Partition = Annotated[Union[IID, Dirichlet, Shards, Natural], Field(discriminator="kind")]
 
 
 class Data(Strict):
     name: registered("dataset", DATASETS)
+    root: Path | None = None                        # folder of an on-disk dataset, relative to the scenario
+    options: dict[str, Any] = Field(default_factory=dict)   # the loader's keyword options, e.g. split: letters
     partition: Partition = IID()
     min_samples_per_client: PositiveInt = 1
+
+    @field_validator("root")
+    @classmethod
+    def _folder_exists(cls, root: Path | None, info: ValidationInfo) -> Path | None:
+        if root is None:
+            return None
+        resolved = root if root.is_absolute() else Path((info.context or {}).get("base_dir", ".")) / root
+        if not resolved.is_dir():
+            raise ValueError(f"no folder at {resolved}; give the folder that holds the dataset's files, "
+                             "relative to the scenario file")
+        return resolved
+
+    @model_validator(mode="after")
+    def _loader_takes_these(self):
+        parameters = inspect.signature(DATASETS[self.name]).parameters
+        root = parameters.get("root")
+        if self.root is None and root is not None and root.default is inspect.Parameter.empty:
+            raise ValueError(f"dataset '{self.name}' is read from disk; set data.root to the folder of its files")
+        if self.root is not None and root is None:
+            raise ValueError(f"dataset '{self.name}' ships with the testbed; remove data.root")
+        unknown = sorted(set(self.options) - set(parameters) - {"root"})
+        if unknown:
+            takes = ", ".join(p for p in parameters if p != "root") or "none"
+            raise ValueError(f"data.options: {', '.join(unknown)} is not an option of dataset '{self.name}' "
+                             f"(it takes: {takes})")
+        return self
+
+    def load(self) -> Dataset:
+        where = {"root": self.root} if self.root is not None else {}
+        try:
+            return DATASETS[self.name](**where, **self.options)
+        except (OSError, ValueError) as err:  # a file problem names its path; anything else is an option's value
+            about_files = isinstance(err, OSError) or (self.root is not None and str(self.root) in str(err))
+            raise TestbedError(f"data.{'root' if about_files else 'options'}: {err}") from None
 
 
 class Model(Strict):
@@ -391,10 +434,15 @@ class Experiment:
 
 def build(scenario: Scenario) -> Experiment:
     seed = scenario.seed
-    dataset = DATASETS[scenario.data.name]()
+    dataset = scenario.data.load()
     fleet = devices.Fleet.build([g.spec() for g in scenario.fleet.groups], stream(seed, Purpose.FLEET))
     partition = scenario.data.partition
     params = partition.model_dump(exclude={"kind"})
+    if partition.kind == "natural":
+        if dataset.train_clients is None:
+            raise TestbedError(f"data.partition: dataset '{dataset.name}' has no natural clients; "
+                               "use iid, dirichlet or shards")
+        params["clients"] = dataset.train_clients
     try:
         parts = PARTITIONERS[partition.kind](dataset.train_y.numpy(), fleet.n,
                                              np.random.default_rng(stream(seed, Purpose.PARTITION)),

@@ -25,7 +25,7 @@ BAD_INPUT = {
     "unknown algorithm": (lambda r: r["algorithm"].update(name="fedfoo"),
                           "algorithm.name: unknown 'fedfoo'; choose one of: 'fedavg', 'fedprox'"),
     "unknown dataset": (lambda r: r["data"].update(name="imagenet"),
-                        "data.name: unknown dataset 'imagenet'; choose one of: mnist5k"),
+                        "data.name: unknown dataset 'imagenet'; choose one of: cifar10, cifar100, digits, emnist"),
     "unknown device": (lambda r: r["fleet"]["groups"][0].update(profile="iphone99"),
                        "fleet.groups.0.profile: unknown device profile 'iphone99'; choose one of:"),
     "missing trace file": (lambda r: r["fleet"]["groups"][0].update(
