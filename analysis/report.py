@@ -29,6 +29,9 @@ def tta_table(runs: list[Run], targets: list[float]) -> pd.DataFrame:
             "final_accuracy": summary["final_accuracy"],
             "best_accuracy": summary["best_accuracy"],
         }
+        if "local_accuracy" in run.rounds and run.rounds["local_accuracy"].notna().any():
+            # personalized evaluation: the mean over devices of their accuracy on their own test data
+            row["final_local_accuracy"] = run.rounds["local_accuracy"].dropna().iloc[-1]
         for target in targets:
             cost = cost_to_accuracy(run.rounds, target)
             reached = cost["time_s"] is not None

@@ -20,7 +20,10 @@ def _run(args) -> None:
 
     overrides = list(args.set or []) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = sc.load(args.file, overrides)
-    exp = sc.build(scenario)
+    try:
+        exp = sc.build(scenario)
+    except TestbedError as err:  # found while loading data: name the scenario, as validation does
+        raise TestbedError(f"{args.file}: {err}") from None
     writer = RunWriter(args.out, exp)
     uplink = 0
     with tqdm(total=scenario.stop.max_rounds, unit="round", desc=scenario.name, disable=args.quiet) as bar:
@@ -41,9 +44,12 @@ def _run(args) -> None:
         except KeyboardInterrupt:
             writer.close(status="interrupted")
             raise
-    writer.close()
+    summary = writer.close()
     table, plots = write_report([writer.path], writer.path / "plots")
-    print(f"\nrun folder: {writer.path}\n\n{table}\n\nplots:")
+    print(f"\nrun folder: {writer.path}")
+    print(f"non-IID degree: {summary['non_iid_degree']:.3f} (mean JS divergence of the devices' labels to all "
+          "labels, bits; per device in devices.csv)")
+    print(f"\n{table}\n\nplots:")
     print("\n".join(f"  {p}" for p in plots))
 
 

@@ -18,10 +18,11 @@ from typing import Callable
 
 import numpy as np
 import simpy
+import torch
 
 from testbed.algorithms.base import Arrival, Failure, RoundContext, Task
 from testbed.errors import TestbedError
-from testbed.execution import TrainJob, evaluate
+from testbed.execution import TrainJob, evaluate, score
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
 from testbed.payload import transmit
 from testbed.scenario import Experiment, Purpose, stream
@@ -121,7 +122,31 @@ class Engine:
         self.params = {n: p.detach().clone() for n, p in exp.model.named_parameters()}
         self.shapes = {n: p.shape for n, p in self.params.items()}
         self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
-        self.num_samples = np.array([len(p) for p in exp.parts])
+        self.num_samples = exp.clients.num_samples
+        self.test_x, self.test_y = self._test_set()
+
+    def _test_set(self):
+        """The held-out test set, or a fixed random subset of it when eval.max_samples asks for one."""
+        data, cap = self.exp.dataset, self.cfg.eval.max_samples
+        if cap is None or cap >= len(data.test_y):
+            return data.test_x, data.test_y
+        rng = np.random.default_rng(stream(self.cfg.seed, Purpose.EVALUATION))
+        keep = torch.from_numpy(np.sort(rng.choice(len(data.test_y), cap, replace=False)))
+        return data.test_x[keep], data.test_y[keep]
+
+    def _evaluate(self, params) -> dict[str, float]:
+        """Global test accuracy and loss; with local test sets, the mean and 10th percentile over devices."""
+        accuracy, loss = evaluate(self.exp.model, params, self.test_x, self.test_y)
+        scores = {"accuracy": accuracy, "loss": loss}
+        clients = self.exp.clients
+        if clients.local_test_x is not None:
+            correct, _ = score(self.exp.model, params, clients.local_test_x, clients.local_test_y)
+            sizes = clients.local_test_sizes()
+            per_device = np.bincount(clients.local_test_owner, weights=correct, minlength=len(sizes))[sizes > 0]
+            per_device = per_device / sizes[sizes > 0]
+            scores |= {"local_accuracy": float(per_device.mean()),
+                       "local_accuracy_p10": float(np.percentile(per_device, 10))}
+        return scores
 
     def timeline(self, task: Task, capacity_flops_per_s: float) -> Timeline:
         fleet, d = self.exp.fleet, task.device
@@ -162,8 +187,7 @@ class Engine:
                                                 [Failure(d, why) for d, why in sorted(play.cut.items())])
             record = self._record(r, t_start, len(online), tasks, timelines, play, metrics)
             if r % cfg.eval.every_rounds == 0 or r == cfg.stop.max_rounds:
-                record["accuracy"], record["loss"] = evaluate(self.exp.model, state.params, self.exp.dataset.test_x,
-                                                              self.exp.dataset.test_y)
+                record |= self._evaluate(state.params)
                 if not math.isfinite(record["loss"]):
                     self.on_round(record, self._event_rows(r, play))
                     raise TestbedError(f"round {r}: the global model diverged (test loss {record['loss']}); "
@@ -181,7 +205,7 @@ class Engine:
             codec = tasks[d].down
             if codec not in received:
                 received[codec] = transmit(codec, state.params)
-            jobs.append(TrainJob(tasks[d], received[codec], self.exp.parts[d],
+            jobs.append(TrainJob(tasks[d], received[codec], self.exp.clients.train[d],
                                  stream(self.cfg.seed, Purpose.TRAINING, tasks[d].round, d)))
         results = self.exp.executor.train(self.exp.strategy, jobs)
         return [Arrival(job.task.device, job.task.num_samples, transmit(job.task.up, update), metrics)
@@ -200,7 +224,8 @@ class Engine:
         return {"round": r, "t_start_s": t_start, "t_end_s": play.t_end, "online": n_online,
                 "selected": len(tasks), "arrived": len(play.kept), "dropped": outcomes.count("dropped"),
                 "late": outcomes.count("late"), "surplus": outcomes.count("surplus"), **spent,
-                "train_loss": metrics.get("train_loss", math.nan), "accuracy": math.nan, "loss": math.nan}
+                "train_loss": metrics.get("train_loss", math.nan), "accuracy": math.nan, "loss": math.nan,
+                "local_accuracy": math.nan, "local_accuracy_p10": math.nan}
 
     @staticmethod
     def _event_rows(r: int, play: RoundPlay) -> list[dict]:

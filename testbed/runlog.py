@@ -15,7 +15,7 @@ from testbed.data.partition import label_histograms, non_iid_degree
 
 ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
                  "bytes_up", "bytes_down", "flops", "wasted_flops", "wasted_bytes", "train_loss", "accuracy",
-                 "loss"]
+                 "loss", "local_accuracy", "local_accuracy_p10"]
 EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome"]
 
 
@@ -42,8 +42,10 @@ class RunWriter:
         table = pd.DataFrame({"device": np.arange(fleet.n), "group": fleet.group, "profile": fleet.profile_name,
                               "peak_flops": fleet.peak_flops, "efficiency": fleet.efficiency,
                               "up_Bps": fleet.up_Bps, "down_Bps": fleet.down_Bps, "latency_s": fleet.latency_s,
-                              "num_samples": [len(p) for p in exp.parts]})
-        histograms = label_histograms(exp.dataset.train_y.numpy(), exp.parts, exp.dataset.num_classes)
+                              "num_samples": exp.clients.num_samples,
+                              "num_validation": [len(v) for v in exp.clients.validation],
+                              "num_local_test": exp.clients.local_test_sizes()})
+        histograms = label_histograms(exp.dataset.train_y.numpy(), exp.clients.train, exp.dataset.num_classes)
         per_device, self.non_iid_degree = non_iid_degree(histograms)
         table["js_divergence"] = per_device
         labels = pd.DataFrame(histograms, columns=[f"label_{c}" for c in range(exp.dataset.num_classes)])

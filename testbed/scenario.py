@@ -21,6 +21,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeF
 import devices
 from testbed.algorithms import FedAvg, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi
 from testbed.data import DATASETS, PARTITIONERS, Dataset
+from testbed.data.clients import ClientData, assign
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
 from testbed.local import LocalSGD
@@ -167,12 +168,26 @@ class Natural(Strict):
 Partition = Annotated[Union[IID, Dirichlet, Shards, Natural], Field(discriminator="kind")]
 
 
+class ClientSplit(Strict):
+    """Held out of each device's own samples, for personalized evaluation."""
+
+    validation_fraction: Fraction = 0.0
+    test_fraction: Fraction = 0.0
+
+    @model_validator(mode="after")
+    def _leaves_training_data(self):
+        if self.validation_fraction + self.test_fraction >= 1:
+            raise ValueError("validation_fraction + test_fraction must stay below 1: devices need training data")
+        return self
+
+
 class Data(Strict):
     name: registered("dataset", DATASETS)
     root: Path | None = None                        # folder of an on-disk dataset, relative to the scenario
     options: dict[str, Any] = Field(default_factory=dict)   # the loader's keyword options, e.g. split: letters
     partition: Partition = IID()
     min_samples_per_client: PositiveInt = 1
+    client_split: ClientSplit = ClientSplit()
 
     @field_validator("root")
     @classmethod
@@ -308,6 +323,7 @@ class Stop(Strict):
 
 class Eval(Strict):
     every_rounds: PositiveInt = 1
+    max_samples: PositiveInt | None = None   # score on a fixed random subset of the test set (a slow model)
 
 
 class Executor(Strict):
@@ -414,7 +430,7 @@ def describe(err: ValidationError) -> str:
 class Purpose:
     """Independent random streams, one per purpose, spawned from the scenario seed."""
 
-    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION = range(5)
+    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION, CLIENT_SPLIT, EVALUATION = range(7)
 
 
 def stream(seed: int, *key: int) -> np.random.SeedSequence:
@@ -425,7 +441,7 @@ def stream(seed: int, *key: int) -> np.random.SeedSequence:
 class Experiment:
     scenario: Scenario
     dataset: Dataset
-    parts: list[np.ndarray]
+    clients: ClientData
     model: torch.nn.Module
     fleet: Any
     strategy: Any
@@ -449,9 +465,12 @@ def build(scenario: Scenario) -> Experiment:
                                              min_samples=scenario.data.min_samples_per_client, **params)
     except ValueError as err:
         raise TestbedError(f"data.partition: {err}") from None
+    split = scenario.data.client_split
+    clients = assign(dataset, parts, np.random.default_rng(stream(seed, Purpose.CLIENT_SPLIT)),
+                     split.validation_fraction, split.test_fraction, natural=partition.kind == "natural")
     torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
     model = MODELS[scenario.model.name](dataset.sample_shape, dataset.num_classes, scenario.model.width)
     client = LocalSGD(**scenario.client.model_dump())
     strategy = scenario.algorithm.strategy(client, scenario.codec)
     executor = EXECUTORS[scenario.executor.kind](model, dataset)
-    return Experiment(scenario, dataset, parts, model, fleet, strategy, executor)
+    return Experiment(scenario, dataset, clients, model, fleet, strategy, executor)

@@ -28,12 +28,18 @@ def make_loss_fn(model: torch.nn.Module) -> LossFn:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy) of `params` on (x, y)."""
-    correct, loss = 0, 0.0
+def score(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
+    """Whether each sample is classified right, and the summed cross-entropy."""
+    correct, loss = [], 0.0
     for start in range(0, len(y), EVAL_BATCH):
         logits = functional_call(model, params, (x[start : start + EVAL_BATCH],))
         target = y[start : start + EVAL_BATCH]
         loss += F.cross_entropy(logits, target, reduction="sum").item()
-        correct += (logits.argmax(1) == target).sum().item()
-    return correct / len(y), loss / len(y)
+        correct.append((logits.argmax(1) == target).numpy())
+    return np.concatenate(correct), loss
+
+
+def evaluate(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of `params` on (x, y)."""
+    correct, loss = score(model, params, x, y)
+    return float(correct.mean()), loss / len(y)

@@ -52,3 +52,19 @@ def test_write_report_without_targets_in_the_scenarios_uses_the_defaults(tmp_pat
     scenario.write_text(scenario.read_text().replace("target_accuracy: 0.8", "target_accuracy: null"))
     text, _ = write_report([run_dir], tmp_path / "report")
     assert all(f"time_s@{target}" in text for target in ("0.5", "0.8", "0.9"))
+
+
+def test_table_shows_the_personalized_accuracy_when_a_run_has_one(tmp_path):
+    import pandas as pd
+
+    from analysis.report import tta_table
+    from analysis.runs import Run
+
+    rounds = pd.DataFrame({"round": [1, 2], "t_start_s": [0.0, 1.0], "t_end_s": [1.0, 2.0], "bytes_up": [1, 1],
+                           "bytes_down": [1, 1], "flops": [1, 1], "wasted_flops": [0, 0], "wasted_bytes": [0, 0],
+                           "dropped": [0, 0], "late": [0, 0], "surplus": [0, 0], "accuracy": [0.5, 0.6],
+                           "local_accuracy": [0.4, 0.7]})
+    run = Run(tmp_path, "x", 0, "fedavg", {}, rounds, pd.DataFrame(), {})
+    assert tta_table([run], [0.55]).loc[0, "final_local_accuracy"] == 0.7
+    assert "final_local_accuracy" not in tta_table([run.__class__(**{**run.__dict__,
+                                                    "rounds": rounds.drop(columns="local_accuracy")})], [0.55])
