@@ -159,7 +159,10 @@ class Engine:
 
     def run(self) -> None:
         env = simpy.Environment()
-        env.run(until=env.process(self._rounds(env)))
+        try:
+            env.run(until=env.process(self._rounds(env)))
+        finally:
+            self.exp.executor.close()
 
     def _rounds(self, env: simpy.Environment):
         cfg, fleet, strategy = self.cfg, self.exp.fleet, self.exp.strategy

@@ -22,11 +22,12 @@ from torch import Tensor
 
 def sgd(param: Tensor, grad: Tensor, buf: Tensor | None, lr: float, momentum: float = 0.0,
         weight_decay: float = 0.0) -> tuple[Tensor, Tensor | None]:
-    """One step of torch.optim.SGD; `buf` is the momentum buffer (None before the first step)."""
+    """One step of torch.optim.SGD; `buf` is the momentum buffer, zeros before the first step (torch's first
+    step sets it to the gradient, which momentum * 0 + gradient also gives); unused without momentum."""
     if weight_decay:
         grad = grad + weight_decay * param
     if momentum:
-        buf = grad if buf is None else momentum * buf + grad
+        buf = momentum * buf + grad
         grad = buf
     return param - lr * grad, buf
 

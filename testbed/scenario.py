@@ -326,8 +326,28 @@ class Eval(Strict):
     max_samples: PositiveInt | None = None   # score on a fixed random subset of the test set (a slow model)
 
 
-class Executor(Strict):
-    kind: registered("executor", EXECUTORS) = "serial"
+class SerialExecutor(Strict):
+    """One client after another: the reference."""
+
+    kind: Literal["serial"] = "serial"
+
+
+class BatchedExecutor(Strict):
+    """A round's clients trained together with torch.func.vmap."""
+
+    kind: Literal["batched"]
+    max_clients: PositiveInt | None = None   # clients per vmapped group (memory); all of the round by default
+
+
+class RayExecutor(Strict):
+    """Batches of clients shipped to Ray workers (the `ray` extra)."""
+
+    kind: Literal["ray"]
+    workers: PositiveInt = 2
+    address: str | None = None               # a running cluster ('auto', 'ray://host:10001'); none: start locally
+
+
+Executor = Annotated[Union[SerialExecutor, BatchedExecutor, RayExecutor], Field(discriminator="kind")]
 
 
 class Scenario(Strict):
@@ -343,7 +363,7 @@ class Scenario(Strict):
     codec: Codec = Codec()
     stop: Stop = Stop()
     eval: Eval = Eval()
-    executor: Executor = Executor()
+    executor: Executor = SerialExecutor()
 
     @model_validator(mode="after")
     def _k_fits_fleet(self):
@@ -397,7 +417,7 @@ def load(path: str | Path, overrides: list[str] = ()) -> Scenario:
     return validate(raw, str(path), Path(path).parent)
 
 
-TAGGED_UNIONS = {"availability", "partition", "algorithm"}
+TAGGED_UNIONS = {"availability", "partition", "algorithm", "executor"}
 
 
 def describe(err: ValidationError) -> str:
@@ -472,5 +492,5 @@ def build(scenario: Scenario) -> Experiment:
     model = MODELS[scenario.model.name](dataset.sample_shape, dataset.num_classes, scenario.model.width)
     client = LocalSGD(**scenario.client.model_dump())
     strategy = scenario.algorithm.strategy(client, scenario.codec)
-    executor = EXECUTORS[scenario.executor.kind](model, dataset)
+    executor = EXECUTORS[scenario.executor.kind](model, dataset, **scenario.executor.model_dump(exclude={"kind"}))
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor)

@@ -1,11 +1,14 @@
 """What every algorithm speaks: tasks out, arrivals and failures back, explicit server state.
 
-A Strategy is a frozen dataclass of hyper-parameters (its repr is its config, and it pickles for Ray) with
-four verbs, after Flower's configure/aggregate with explicit failures:
+A Strategy is a frozen dataclass of hyper-parameters (its repr is its config, and it pickles for Ray), after
+Flower's configure/aggregate with explicit failures:
     init(params) -> ServerState
     configure(state, ctx, rng) -> list[Task]              # who trains, on what terms (the server sees the fleet)
-    client_update(task, params, x, y, loss_fn, rng) -> (update, metrics)   # pure: runs on any executor
+    client                                                # the local optimizer: schedule and pure update rule
+    objective(loss_fn) -> (params, anchor, x, y) -> loss  # what a device minimises; anchor = model received
+    finish(task, trained, received, mean_loss) -> (update, metrics)   # what a device sends back
     aggregate(state, round, arrivals, failures) -> (ServerState, metrics)
+Executors own the training loops (testbed/local.py), so a strategy is written once for all of them.
 """
 from __future__ import annotations
 
@@ -63,10 +66,13 @@ class Failure:
 
 
 class Strategy(Protocol):
+    client: Any  # the local optimizer, e.g. testbed.local.LocalSGD
+
     def init(self, params: Params) -> ServerState: ...
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]: ...
-    def client_update(self, task: Task, params: Params, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn,
-                      rng: np.random.Generator) -> tuple[Params, dict[str, float]]: ...
+    def objective(self, loss_fn: LossFn) -> Callable[[Params, Params, torch.Tensor, torch.Tensor], torch.Tensor]: ...
+    def finish(self, task: Task, trained: Params, received: Params,
+               mean_loss: float) -> tuple[Params, dict[str, float]]: ...
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
                   failures: list[Failure]) -> tuple[ServerState, dict[str, float]]: ...
 

@@ -21,7 +21,7 @@ import torch
 from testbed import rules
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, RoundContext, ServerState, Task,
                                      select_uniform, weighted_mean)
-from testbed.local import LocalSGD, train_sgd
+from testbed.local import LocalSGD
 from testbed.payload import Dense
 
 
@@ -91,18 +91,20 @@ class FedAvg:
                      self.down, self.up)
                 for d in select_uniform(ctx.online, ctx.n_select, rng)]
 
-    def client_update(self, task: Task, params: Params, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn,
-                      rng: np.random.Generator) -> tuple[Params, dict[str, float]]:
-        objective = loss_fn
-        if self.proximal_mu:
-            anchor = {n: p.detach() for n, p in params.items()}
+    def objective(self, loss_fn: LossFn):
+        if not self.proximal_mu:
+            return lambda params, anchor, x, y: loss_fn(params, x, y)
+        mu = self.proximal_mu
 
-            def objective(p, xb, yb):
-                prox = sum((p[n] - anchor[n]).square().sum() for n in p)
-                return loss_fn(p, xb, yb) + 0.5 * self.proximal_mu * prox
+        def proximal(params, anchor, x, y):
+            drift = sum((params[n] - anchor[n]).square().sum() for n in params)
+            return loss_fn(params, x, y) + 0.5 * mu * drift
 
-        trained, loss = train_sgd(objective, params, x, y, self.client, rng)
-        return {n: trained[n] - params[n] for n in params}, {"train_loss": loss}
+        return proximal
+
+    def finish(self, task: Task, trained: Params, received: Params,
+               mean_loss: float) -> tuple[Params, dict[str, float]]:
+        return {n: trained[n] - received[n] for n in received}, {"train_loss": mean_loss}
 
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
                   failures: list[Failure]) -> tuple[ServerState, dict[str, float]]:

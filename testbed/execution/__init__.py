@@ -1,11 +1,14 @@
 """Executors run the real local training of the tasks whose updates the server will use.
 
-An executor's only verb is `train(strategy, jobs) -> [(update, metrics)]`, in job order. Each job carries its
-own seed, so results do not depend on which executor runs it, nor in what order.
+An executor's verbs are `train(strategy, jobs) -> [(update, metrics)]`, in job order, and `close()`. Each job
+carries its own seed, so results do not depend on which executor runs it, nor in what order.
 """
+from testbed.execution.batched import BatchedExecutor
 from testbed.execution.common import TrainJob, evaluate, make_loss_fn, score
+from testbed.execution.ray import RayExecutor
 from testbed.execution.serial import SerialExecutor
 
-EXECUTORS = {"serial": SerialExecutor}
+EXECUTORS = {"serial": SerialExecutor, "batched": BatchedExecutor, "ray": RayExecutor}
 
-__all__ = ["EXECUTORS", "SerialExecutor", "TrainJob", "evaluate", "make_loss_fn", "score"]
+__all__ = ["EXECUTORS", "BatchedExecutor", "RayExecutor", "SerialExecutor", "TrainJob", "evaluate",
+           "make_loss_fn", "score"]

@@ -7,6 +7,7 @@ import torch
 from testbed.algorithms.base import Params, Strategy
 from testbed.data.dataset import Dataset
 from testbed.execution.common import TrainJob, make_loss_fn
+from testbed.local import train_one
 
 
 class SerialExecutor:
@@ -14,11 +15,18 @@ class SerialExecutor:
         self.loss_fn = make_loss_fn(model)
         self.dataset = dataset
 
+    def data(self, job: TrainJob) -> tuple[torch.Tensor, torch.Tensor]:
+        index = torch.from_numpy(job.indices)
+        return self.dataset.train_x[index], self.dataset.train_y[index]
+
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[tuple[Params, dict[str, float]]]:
+        objective = strategy.objective(self.loss_fn)
         results = []
         for job in jobs:
-            index = torch.from_numpy(job.indices)
-            x, y = self.dataset.train_x[index], self.dataset.train_y[index]
-            results.append(strategy.client_update(job.task, job.params, x, y, self.loss_fn,
-                                                  np.random.default_rng(job.seed)))
+            x, y = self.data(job)
+            trained, loss = train_one(objective, job.params, x, y, strategy.client, np.random.default_rng(job.seed))
+            results.append(strategy.finish(job.task, trained, job.params, loss))
         return results
+
+    def close(self) -> None:
+        pass

@@ -6,7 +6,7 @@ import torch
 from testbed import rules
 from testbed.algorithms import FedAvg, ServerAdam, ServerSGD
 from testbed.algorithms.base import Arrival
-from testbed.local import LocalSGD
+from testbed.local import LocalSGD, train_one
 
 
 def _torch_steps(optimizer_cls, grads, **kw):
@@ -22,7 +22,7 @@ GRADS = [torch.tensor([0.3, -0.1, 2.0]), torch.tensor([-0.5, 0.4, 1.0]), torch.t
 
 
 def test_sgd_matches_torch_optim_with_momentum_and_weight_decay():
-    p, buf = torch.tensor([1.0, -2.0, 0.5]), None
+    p, buf = torch.tensor([1.0, -2.0, 0.5]), torch.zeros(3)
     for g in GRADS:
         p, buf = rules.sgd(p, g, buf, lr=0.1, momentum=0.9, weight_decay=0.01)
     torch.testing.assert_close(p, _torch_steps(torch.optim.SGD, GRADS, lr=0.1, momentum=0.9, weight_decay=0.01))
@@ -78,8 +78,9 @@ def test_fedprox_local_steps_by_hand():
     w0 = torch.tensor([1.0, -2.0])
     strategy = FedAvg(LocalSGD(lr=lr, local_epochs=2, batch_size=4), proximal_mu=mu)
     loss_fn = lambda p, x, y: 0.5 * p["w"].square().sum()  # noqa: E731 (data-free loss)
-    update, _ = strategy.client_update(None, {"w": w0}, torch.zeros(4, 1), torch.zeros(4), loss_fn,
-                                       np.random.default_rng(0))
+    trained, _ = train_one(strategy.objective(loss_fn), {"w": w0}, torch.zeros(4, 1), torch.zeros(4),
+                           strategy.client, np.random.default_rng(0))
+    update, _ = strategy.finish(None, trained, {"w": w0}, 0.0)
     w1 = w0 - lr * w0
     w2 = w1 - lr * (w1 + mu * (w1 - w0))
     torch.testing.assert_close(update["w"], w2 - w0)

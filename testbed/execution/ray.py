@@ -1,0 +1,54 @@
+"""The Ray executor: a round's clients shipped in contiguous batches to Ray workers, each of which trains its
+batch with the batched executor. Local (`address: null` starts Ray on this machine with `workers` CPUs) or a
+cluster (`address: auto` or `ray://host:port`). Each job carries its own seed, so the results are those of
+the serial executor, whatever the number of workers.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from testbed.algorithms.base import Params, Strategy
+from testbed.errors import TestbedError
+from testbed.execution.batched import BatchedExecutor
+from testbed.execution.common import TrainJob
+
+
+class _Worker:
+    def __init__(self, model: torch.nn.Module, dataset):
+        torch.set_num_threads(1)  # one core per worker: workers must not fight over the same cores
+        self.executor = BatchedExecutor(model, dataset)
+
+    def train(self, strategy: Strategy, jobs: list[TrainJob]):
+        return self.executor.train(strategy, jobs)
+
+
+class RayExecutor:
+    def __init__(self, model: torch.nn.Module, dataset, workers: int = 2, address: str | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise TestbedError("executor.kind: ray needs Ray; install it with pip install -e '.[ray]'") from None
+        self.ray = ray
+        self.started_ray = not ray.is_initialized()
+        if self.started_ray:
+            # keep Ray's hands off device visibility on CPU-only workers (and its warning about it)
+            os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+            ray.init(address=address, num_cpus=workers if address is None else None, include_dashboard=False,
+                     log_to_driver=False, logging_level="ERROR")
+        worker = ray.remote(num_cpus=1)(_Worker)
+        model_ref, data_ref = ray.put(model), ray.put(dataset)
+        self.workers = [worker.remote(model_ref, data_ref) for _ in range(workers)]
+
+    def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[tuple[Params, dict[str, float]]]:
+        shares = [share for share in np.array_split(np.arange(len(jobs)), len(self.workers)) if len(share)]
+        futures = [w.train.remote(strategy, [jobs[i] for i in share]) for w, share in zip(self.workers, shares)]
+        return [result for batch in self.ray.get(futures) for result in batch]
+
+    def close(self) -> None:
+        for w in self.workers:
+            self.ray.kill(w)
+        if self.started_ray:
+            self.ray.shutdown()

@@ -1,0 +1,106 @@
+"""Serial, batched and Ray executors train the same clients to the same models (within float tolerance), and
+leave selection, timelines, bytes and FLOPs untouched."""
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from helpers import write_yaml
+
+from testbed.algorithms import FedAvg
+from testbed.cli import main
+from testbed.execution import make_loss_fn
+from testbed.local import LocalSGD, train_one, train_stacked
+
+CLIENT_SIZES = [23, 10, 7, 31]  # unequal, with partial last batches
+
+
+class TinyBatchNormNet(torch.nn.Module):
+    """Conv + BatchNorm without running statistics: batch statistics must not see padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3)
+        self.norm = torch.nn.BatchNorm2d(4, track_running_stats=False)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.norm(self.conv(x))).flatten(1))
+
+
+@pytest.mark.parametrize("mu", [0.0, 0.1])
+def test_stacked_training_equals_one_client_at_a_time(mu):
+    torch.manual_seed(0)
+    model = TinyBatchNormNet()
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    xs = [torch.randn(n, 1, 8, 8) for n in CLIENT_SIZES]
+    ys = [torch.randint(0, 3, (n,)) for n in CLIENT_SIZES]
+    strategy = FedAvg(LocalSGD(lr=0.1, local_epochs=2, batch_size=4, momentum=0.9, weight_decay=1e-3),
+                      proximal_mu=mu)
+    objective = strategy.objective(make_loss_fn(model))
+    serial = [train_one(objective, params, x, y, strategy.client, np.random.default_rng(i))
+              for i, (x, y) in enumerate(zip(xs, ys))]
+    stacked = train_stacked(objective, [params] * len(xs), xs, ys, strategy.client,
+                            [np.random.default_rng(i) for i in range(len(xs))])
+    for (p_serial, loss_serial), (p_stacked, loss_stacked) in zip(serial, stacked):
+        assert loss_stacked == pytest.approx(loss_serial, rel=1e-5)
+        for name in params:
+            torch.testing.assert_close(p_stacked[name], p_serial[name], rtol=1e-4, atol=1e-5)
+
+
+FLEET = {"groups": [
+    {"profile": "jetson_nano", "count": 3},
+    {"profile": "phone_mid", "count": 3, "availability": {"kind": "markov", "mean_on_s": 20, "mean_off_s": 10}},
+]}
+
+
+def _run(tmp_path, two_devices, executor, name):
+    two_devices.update(name=name, fleet=FLEET, executor=executor, round={"clients_per_round": 3, "overcommit": 1.5},
+                       client={"lr": 0.05, "local_epochs": 1, "batch_size": 32, "momentum": 0.5},
+                       algorithm={"name": "fedprox", "mu": 0.01}, stop={"max_rounds": 3})
+    file = write_yaml(tmp_path / f"{name}.yaml", two_devices)
+    assert main(["run", str(file), "--out", str(tmp_path), "--quiet"]) == 0
+    run = tmp_path / name / "0"
+    return pd.read_csv(run / "rounds.csv"), pd.read_csv(run / "events.csv")
+
+
+def _same_run(reference, other):
+    (rounds_a, events_a), (rounds_b, events_b) = reference, other
+    pd.testing.assert_frame_equal(events_a, events_b)  # selection and every timeline, to the last digit
+    learned = ["train_loss", "accuracy", "loss"]
+    pd.testing.assert_frame_equal(rounds_a.drop(columns=learned), rounds_b.drop(columns=learned))
+    for column in learned:
+        np.testing.assert_allclose(rounds_a[column], rounds_b[column], rtol=1e-4, atol=2e-3)
+
+
+def test_serial_and_batched_runs_agree(two_devices, tmp_path):
+    serial = _run(tmp_path, dict(two_devices), {"kind": "serial"}, "serial")
+    _same_run(serial, _run(tmp_path, dict(two_devices), {"kind": "batched"}, "batched"))
+    _same_run(serial, _run(tmp_path, dict(two_devices), {"kind": "batched", "max_clients": 2}, "batched2"))
+
+
+def test_ray_with_two_workers_agrees_with_serial(two_devices, tmp_path):
+    pytest.importorskip("ray")
+    serial = _run(tmp_path, dict(two_devices), {"kind": "serial"}, "serial")
+    _same_run(serial, _run(tmp_path, dict(two_devices), {"kind": "ray", "workers": 2}, "ray"))
+
+
+def test_recurrent_models_fall_back_to_one_client_at_a_time(caplog):
+    from testbed.data import Dataset
+    from testbed.execution import BatchedExecutor, SerialExecutor, TrainJob
+    from testbed.models import MODELS
+
+    tokens = torch.randint(0, 80, (40, 12), generator=torch.Generator().manual_seed(0))
+    dataset = Dataset("tokens", tokens, tokens[:, 0], tokens[:8], tokens[:8, 0], 80)
+    model = MODELS["char_lstm"]((12,), 80, 0.25)
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    strategy = FedAvg(LocalSGD(lr=0.5, batch_size=8))
+    jobs = [TrainJob(None, params, np.arange(i * 10, i * 10 + 10), np.random.SeedSequence(i)) for i in range(4)]
+    with caplog.at_level(logging.WARNING, logger="testbed"):
+        batched = BatchedExecutor(model, dataset)
+    assert "vmap has no rule" in caplog.text and "one by one" in caplog.text
+    serial = SerialExecutor(model, dataset).train(strategy, jobs)
+    for (u_batched, _), (u_serial, _) in zip(batched.train(strategy, jobs), serial):
+        for name in params:
+            torch.testing.assert_close(u_batched[name], u_serial[name])
