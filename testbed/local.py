@@ -1,10 +1,16 @@
 """Local training, written once for every executor.
 
-A strategy supplies an objective (params, anchor, x, y) -> loss and a local optimizer (elementwise pure rules
-from rules.py); this module supplies the minibatch schedule and two loops that apply them: one client at a time
-(serial executor) or many clients stacked along a leading dimension (batched executor, torch.func.vmap).
+A strategy supplies an objective (params, anchor, x, y, extras) -> loss and a local optimizer (elementwise pure
+rules from rules.py); this module supplies the minibatch schedule and two loops that apply them: one client at
+a time (serial executor) or many clients stacked along a leading dimension (batched executor, torch.func.vmap).
 Both loops draw each epoch's sample order from the client's own (device, round) generator, so they train on
 the same minibatches in the same order.
+
+Per-client inputs travel in `extras`, a dict of tensors (stacked per client under vmap): the objective reads
+what it needs (a submodel's mask, say), and an entry `update_mask` ({parameter name: 0/1 tensor}) keeps the
+masked entries at their values through every step (weight decay and momentum included), as FedLPS restores
+pruned weights after each step. A client's optimizer state (momentum, moments)
+can be given and is returned, so a strategy can keep it across rounds.
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ from torch.func import grad_and_value, vmap
 from testbed import rules
 from testbed.algorithms.base import Params
 
-Objective = Callable[[Params, Params, torch.Tensor, torch.Tensor], torch.Tensor]  # (params, anchor, x, y)
+Objective = Callable[[Params, Params, torch.Tensor, torch.Tensor, dict], torch.Tensor]  # (params, anchor, x, y, extras)
+Trained = tuple[Params, float, Params]  # parameters, mean batch loss, optimizer state
 
 
 @dataclass(frozen=True)
@@ -51,28 +58,58 @@ def minibatches(num_samples: int, cfg: LocalSGD, rng: np.random.Generator) -> li
             for batch in torch.from_numpy(rng.permutation(num_samples)).split(cfg.batch_size)]
 
 
+def _frozen(old: Params, new: Params, extras: dict) -> Params:
+    """`new`, except where extras['update_mask'] is 0: there the entry keeps its `old` value, exactly."""
+    mask = extras.get("update_mask", {})
+    return {n: old[n] + mask[n] * (v - old[n]) if n in mask else v for n, v in new.items()}
+
+
+def _tree(tree, fn):
+    """fn applied to every tensor of a nested dict."""
+    return {k: _tree(v, fn) if isinstance(v, dict) else fn(v) for k, v in tree.items()}
+
+
+def _stack(trees: list[dict]) -> dict:
+    """One nested dict of tensors per client -> one nested dict of tensors stacked on a client dimension."""
+    return {k: _stack([t[k] for t in trees]) if isinstance(trees[0][k], dict) else torch.stack([t[k] for t in trees])
+            for k in trees[0]}
+
+
 def train_one(objective: Objective, params: Params, x: torch.Tensor, y: torch.Tensor, cfg: LocalSGD,
-              rng: np.random.Generator) -> tuple[Params, float]:
-    """Train one client from `params` (also the anchor); return its parameters and mean batch loss."""
-    step = grad_and_value(objective)
-    anchor, state, losses = params, cfg.init(params), []
+              rng: np.random.Generator, extras: dict | None = None, state: Params | None = None) -> Trained:
+    """Train one client from `params` (also the anchor).
+
+    Gradients come from plain autograd here: torch.func's transforms cost about 1.4x per step on small
+    models (benchmarks/RESULTS.md) and are only needed to vmap over clients."""
+    extras = extras or {}
+    anchor, losses = params, []
+    state = cfg.init(params) if state is None else state
+    params = {n: p.detach().requires_grad_() for n, p in params.items()}
     for batch in minibatches(len(y), cfg, rng):
-        grads, loss = step(params, anchor, x[batch], y[batch])
-        params, state = cfg.step(params, grads, state)
+        loss = objective(params, anchor, x[batch], y[batch], extras)
+        grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
+        with torch.no_grad():
+            new, state = cfg.step(params, grads, state)
+            new = _frozen(params, new, extras)
+        params = {n: p.requires_grad_() for n, p in new.items()}
         losses.append(loss.item())
-    return params, float(np.mean(losses))
+    return {n: p.detach() for n, p in params.items()}, float(np.mean(losses)), state
 
 
 def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Tensor], ys: list[torch.Tensor],
-                  cfg: LocalSGD, rngs: list[np.random.Generator]) -> list[tuple[Params, float]]:
+                  cfg: LocalSGD, rngs: list[np.random.Generator], extras: list[dict] | None = None,
+                  states: list[Params | None] | None = None) -> list[Trained]:
     """Train several clients together: parameters stacked on a leading client dimension, one vmapped gradient
     per step for all clients whose minibatch has the same size. Clients that run out of minibatches stop
     changing; nothing is padded, so batch statistics (BatchNorm without running statistics) stay exact."""
+    n_clients = len(params)
+    extras = extras or [{} for _ in params]
+    states = [cfg.init(p) if s is None else s for p, s in zip(params, states or [None] * n_clients)]
     schedules = [minibatches(len(y), cfg, rng) for y, rng in zip(ys, rngs)]
-    stacked = {n: torch.stack([p[n] for p in params]) for n in params[0]}
-    anchor, state = stacked, cfg.init(stacked)
+    stacked, state, extra = _stack(params), _stack(states), _stack(extras)
+    anchor = stacked
     step = vmap(grad_and_value(objective))
-    loss_sums, loss_counts = [0.0] * len(params), [0] * len(params)
+    loss_sums, loss_counts = [0.0] * n_clients, [0] * n_clients
     for t in range(max(len(s) for s in schedules)):
         by_size: dict[int, list[int]] = {}
         for client, schedule in enumerate(schedules):
@@ -80,12 +117,15 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
                 by_size.setdefault(len(schedule[t]), []).append(client)
         for clients in by_size.values():
             rows = torch.tensor(clients)
-            everyone = len(clients) == len(params)
-            take = (lambda tree: tree) if everyone else (lambda tree: {n: v[rows] for n, v in tree.items()})
+            everyone = len(clients) == n_clients
+            take = (lambda tree: tree) if everyone else (lambda tree: _tree(tree, lambda v: v[rows]))
             x = torch.stack([xs[c][schedules[c][t]] for c in clients])
             y = torch.stack([ys[c][schedules[c][t]] for c in clients])
-            grads, losses = step(take(stacked), take(anchor), x, y)
-            new, new_state = cfg.step(take(stacked), grads, take(state))
+            group_extras = take(extra)
+            grads, losses = step(take(stacked), take(anchor), x, y, group_extras)
+            old = take(stacked)
+            new, new_state = cfg.step(old, grads, take(state))
+            new = _frozen(old, new, group_extras)
             if everyone:
                 stacked, state = new, new_state
             else:
@@ -94,4 +134,5 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
             for client, loss in zip(clients, losses.tolist()):
                 loss_sums[client] += loss
                 loss_counts[client] += 1
-    return [({n: v[i] for n, v in stacked.items()}, loss_sums[i] / loss_counts[i]) for i in range(len(params))]
+    return [({n: v[i] for n, v in stacked.items()}, loss_sums[i] / loss_counts[i], {n: v[i] for n, v in state.items()})
+            for i in range(n_clients)]

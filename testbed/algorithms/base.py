@@ -5,8 +5,8 @@ Flower's configure/aggregate with explicit failures:
     init(params) -> ServerState
     configure(state, ctx, rng) -> list[Task]              # who trains, on what terms (the server sees the fleet)
     client                                                # the local optimizer: schedule and pure update rule
-    objective(loss_fn) -> (params, anchor, x, y) -> loss  # what a device minimises; anchor = model received
-    finish(task, trained, received, mean_loss) -> (update, metrics)   # what a device sends back
+    objective(loss_fn) -> (params, anchor, x, y, extras) -> loss    # what a device minimises; anchor = model received
+    finish(task, trained, received, mean_loss, opt_state) -> (update, metrics)   # what a device sends back
     aggregate(state, round, arrivals, failures) -> (ServerState, metrics)
 Executors own the training loops (testbed/local.py), so a strategy is written once for all of them.
 """
@@ -70,9 +70,9 @@ class Strategy(Protocol):
 
     def init(self, params: Params) -> ServerState: ...
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]: ...
-    def objective(self, loss_fn: LossFn) -> Callable[[Params, Params, torch.Tensor, torch.Tensor], torch.Tensor]: ...
-    def finish(self, task: Task, trained: Params, received: Params,
-               mean_loss: float) -> tuple[Params, dict[str, float]]: ...
+    def objective(self, loss_fn: LossFn) -> Callable[..., torch.Tensor]: ...
+    def finish(self, task: Task, trained: Params, received: Params, mean_loss: float,
+               opt_state: Params) -> tuple[Params, dict[str, float]]: ...
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
                   failures: list[Failure]) -> tuple[ServerState, dict[str, float]]: ...
 
@@ -83,5 +83,6 @@ def select_uniform(online: np.ndarray, n_select: int, rng: np.random.Generator) 
 
 
 def weighted_mean(tensors: list[Params], weights: list[float]) -> Params:
-    total = float(sum(weights))
-    return {name: sum(w / total * t[name] for t, w in zip(tensors, weights)) for name in tensors[0]}
+    w = torch.tensor(weights, dtype=torch.float32)
+    w = w / w.sum()
+    return {name: torch.tensordot(w, torch.stack([t[name] for t in tensors]), dims=1) for name in tensors[0]}

@@ -93,17 +93,17 @@ class FedAvg:
 
     def objective(self, loss_fn: LossFn):
         if not self.proximal_mu:
-            return lambda params, anchor, x, y: loss_fn(params, x, y)
+            return lambda params, anchor, x, y, extras: loss_fn(params, x, y)
         mu = self.proximal_mu
 
-        def proximal(params, anchor, x, y):
+        def proximal(params, anchor, x, y, extras):
             drift = sum((params[n] - anchor[n]).square().sum() for n in params)
             return loss_fn(params, x, y) + 0.5 * mu * drift
 
         return proximal
 
-    def finish(self, task: Task, trained: Params, received: Params,
-               mean_loss: float) -> tuple[Params, dict[str, float]]:
+    def finish(self, task: Task, trained: Params, received: Params, mean_loss: float,
+               opt_state: Params) -> tuple[Params, dict[str, float]]:  # FedAvg keeps no client state
         return {n: trained[n] - received[n] for n in received}, {"train_loss": mean_loss}
 
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],

@@ -39,7 +39,8 @@ class BatchedExecutor(SerialExecutor):
             data = [self.data(job) for job in group]
             trained = train_stacked(objective, [job.params for job in group], [x for x, _ in data],
                                     [y for _, y in data], strategy.client,
-                                    [np.random.default_rng(job.seed) for job in group])
-            results += [strategy.finish(job.task, params, job.params, loss)
-                        for job, (params, loss) in zip(group, trained)]
+                                    [np.random.default_rng(job.seed) for job in group],
+                                    [job.extras for job in group], [job.opt_state for job in group])
+            results += [strategy.finish(job.task, params, job.params, loss, state)
+                        for job, (params, loss, state) in zip(group, trained)]
         return results

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -18,6 +18,8 @@ class TrainJob:
     params: Params                  # the model as the device decoded it
     indices: np.ndarray             # the device's training samples
     seed: np.random.SeedSequence    # the (device, round) stream
+    extras: dict = field(default_factory=dict)   # per-client tensors for the objective, e.g. an update_mask
+    opt_state: Params | None = None  # the device's optimizer state from earlier rounds (None: fresh)
 
 
 def make_loss_fn(model: torch.nn.Module) -> LossFn:

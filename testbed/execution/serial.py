@@ -24,8 +24,9 @@ class SerialExecutor:
         results = []
         for job in jobs:
             x, y = self.data(job)
-            trained, loss = train_one(objective, job.params, x, y, strategy.client, np.random.default_rng(job.seed))
-            results.append(strategy.finish(job.task, trained, job.params, loss))
+            trained, loss, state = train_one(objective, job.params, x, y, strategy.client,
+                                             np.random.default_rng(job.seed), job.extras, job.opt_state)
+            results.append(strategy.finish(job.task, trained, job.params, loss, state))
         return results
 
     def close(self) -> None:

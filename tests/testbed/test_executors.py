@@ -39,14 +39,36 @@ def test_stacked_training_equals_one_client_at_a_time(mu):
     strategy = FedAvg(LocalSGD(lr=0.1, local_epochs=2, batch_size=4, momentum=0.9, weight_decay=1e-3),
                       proximal_mu=mu)
     objective = strategy.objective(make_loss_fn(model))
-    serial = [train_one(objective, params, x, y, strategy.client, np.random.default_rng(i))
+    # per-client masks: client i freezes output unit i of the convolution
+    masks = [{"update_mask": {"conv.weight": (torch.arange(4) != i).float().reshape(4, 1, 1, 1)}}
+             for i in range(len(xs))]
+    serial = [train_one(objective, params, x, y, strategy.client, np.random.default_rng(i), masks[i])
               for i, (x, y) in enumerate(zip(xs, ys))]
     stacked = train_stacked(objective, [params] * len(xs), xs, ys, strategy.client,
-                            [np.random.default_rng(i) for i in range(len(xs))])
-    for (p_serial, loss_serial), (p_stacked, loss_stacked) in zip(serial, stacked):
+                            [np.random.default_rng(i) for i in range(len(xs))], masks)
+    for i, ((p_serial, loss_serial, s_serial), (p_stacked, loss_stacked, s_stacked)) in enumerate(zip(serial, stacked)):
         assert loss_stacked == pytest.approx(loss_serial, rel=1e-5)
         for name in params:
             torch.testing.assert_close(p_stacked[name], p_serial[name], rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(s_stacked[name], s_serial[name], rtol=1e-4, atol=1e-5)  # momentum
+        for trained in (p_serial, p_stacked):  # the masked unit kept its weights exactly; the others moved
+            assert torch.equal(trained["conv.weight"][i], params["conv.weight"][i])
+            assert not torch.equal(trained["conv.weight"][(i + 1) % 4], params["conv.weight"][(i + 1) % 4])
+
+
+def test_optimizer_state_carries_over_between_rounds():
+    """Two rounds with the state handed back equal one run of both rounds' batches with one momentum buffer."""
+    w0 = {"w": torch.tensor([1.0, -1.0])}
+    cfg = LocalSGD(lr=0.1, local_epochs=1, batch_size=2, momentum=0.9)
+    objective = lambda p, anchor, x, y, extras: 0.5 * p["w"].square().sum()  # noqa: E731 (gradient w)
+    x, y = torch.zeros(2, 1), torch.zeros(2)
+    w1, _, state = train_one(objective, w0, x, y, cfg, np.random.default_rng(0))
+    w2, _, _ = train_one(objective, w1, x, y, cfg, np.random.default_rng(1), state=state)
+    (w1s, _, state_s), = train_stacked(objective, [w0], [x], [y], cfg, [np.random.default_rng(0)])
+    (w2s, _, _), = train_stacked(objective, [w1s], [x], [y], cfg, [np.random.default_rng(1)], states=[state_s])
+    # by hand: buf1 = w0, w1 = 0.9 w0; buf2 = 0.9 buf1 + w1 = 1.8 w0, w2 = w1 - 0.1 * 1.8 w0 = 0.72 w0
+    torch.testing.assert_close(w2["w"], 0.72 * w0["w"])
+    torch.testing.assert_close(w2s["w"], 0.72 * w0["w"])
 
 
 FLEET = {"groups": [
