@@ -110,7 +110,7 @@ def play_round(env: simpy.Environment, timelines: dict[int, Timeline], offline_a
         proc.interrupt()
     yield env.all_of(still_running)
     reason = "surplus" if len(kept) >= keep else "late"
-    cut |= {d: reason for d in timelines if d not in kept and d not in cut}
+    cut |= {d: reason for d in timelines.keys() - set(kept) - cut.keys()}
     return RoundPlay(env.now, kept, cut, sorted(phases, key=lambda p: (p.device, PHASES.index(p.phase))))
 
 
@@ -121,6 +121,7 @@ class Engine:
         self.on_round = on_round
         self.params = {n: p.detach().clone() for n, p in exp.model.named_parameters()}
         self.shapes = {n: p.shape for n, p in self.params.items()}
+        self._payload_sizes: dict = {}
         self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self.num_samples = exp.clients.num_samples
         self.test_x, self.test_y = self._test_set()
@@ -148,10 +149,16 @@ class Engine:
                        "local_accuracy_p10": float(np.percentile(per_device, 10))}
         return scores
 
+    def _nbytes(self, codec) -> int:
+        """A codec's payload size for this model: the same for every task that uses the codec."""
+        if codec not in self._payload_sizes:
+            self._payload_sizes[codec] = codec.nbytes(self.shapes)
+        return self._payload_sizes[codec]
+
     def timeline(self, task: Task, capacity_flops_per_s: float) -> Timeline:
         fleet, d = self.exp.fleet, task.device
         flops = training_flops(self.forward_flops, task.samples_processed)
-        bytes_down, bytes_up = task.down.nbytes(self.shapes), task.up.nbytes(self.shapes)
+        bytes_down, bytes_up = self._nbytes(task.down), self._nbytes(task.up)
         latency, down_Bps, up_Bps = float(fleet.latency_s[d]), float(fleet.down_Bps[d]), float(fleet.up_Bps[d])
         seconds = (latency + bytes_down / down_Bps, compute_seconds(flops, capacity_flops_per_s),
                    latency + bytes_up / up_Bps)

@@ -7,6 +7,7 @@ dense payload carries no header.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -28,7 +29,7 @@ class Dense:
         return {"float32": "fp32", "float16": "fp16"}[self.dtype]
 
     def nbytes(self, shapes: Shapes) -> int:
-        numel = sum(int(np.prod(shape, dtype=np.int64)) for shape in shapes.values())
+        numel = sum(math.prod(shape) for shape in shapes.values())
         return numel * np.dtype(self.dtype).itemsize
 
     def encode(self, tensors: Tensors) -> bytes:
@@ -39,7 +40,7 @@ class Dense:
         flat = np.frombuffer(payload, dtype=np.dtype(self.dtype).newbyteorder("<")).astype(np.float32)
         out, offset = {}, 0
         for name, shape in shapes.items():
-            size = int(np.prod(shape, dtype=np.int64))
+            size = math.prod(shape)
             out[name] = torch.from_numpy(flat[offset : offset + size].copy()).reshape(shape)
             offset += size
         return out
