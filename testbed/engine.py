@@ -150,14 +150,16 @@ class Engine:
         return scores
 
     def _nbytes(self, codec) -> int:
-        """A codec's payload size for this model: the same for every task that uses the codec."""
+        """A codec's payload size for this model; computed once where it depends on the shapes alone."""
+        if not codec.depends_only_on_shapes:
+            return codec.nbytes(self.shapes)
         if codec not in self._payload_sizes:
             self._payload_sizes[codec] = codec.nbytes(self.shapes)
         return self._payload_sizes[codec]
 
     def timeline(self, task: Task, capacity_flops_per_s: float) -> Timeline:
         fleet, d = self.exp.fleet, task.device
-        flops = training_flops(self.forward_flops, task.samples_processed)
+        flops = training_flops(task.forward_flops or self.forward_flops, task.samples_processed)
         bytes_down, bytes_up = self._nbytes(task.down), self._nbytes(task.up)
         latency, down_Bps, up_Bps = float(fleet.latency_s[d]), float(fleet.down_Bps[d]), float(fleet.up_Bps[d])
         seconds = (latency + bytes_down / down_Bps, compute_seconds(flops, capacity_flops_per_s),
@@ -199,10 +201,10 @@ class Engine:
             if r % cfg.eval.every_rounds == 0 or r == cfg.stop.max_rounds:
                 record |= self._evaluate(state.params)
                 if not math.isfinite(record["loss"]):
-                    self.on_round(record, self._event_rows(r, play))
+                    self.on_round(record, self._event_rows(r, play, tasks))
                     raise TestbedError(f"round {r}: the global model diverged (test loss {record['loss']}); "
                                        "lower client.lr or the server learning rate")
-            self.on_round(record, self._event_rows(r, play))
+            self.on_round(record, self._event_rows(r, play, tasks))
             target = cfg.stop.target_accuracy
             if cfg.stop.stop_at_target and target is not None and record.get("accuracy", 0.0) >= target:
                 return
@@ -216,7 +218,7 @@ class Engine:
             if codec not in received:
                 received[codec] = transmit(codec, state.params)
             jobs.append(TrainJob(tasks[d], received[codec], self.exp.clients.train[d],
-                                 stream(self.cfg.seed, Purpose.TRAINING, tasks[d].round, d)))
+                                 stream(self.cfg.seed, Purpose.TRAINING, tasks[d].round, d), tasks[d].extras))
         results = self.exp.executor.train(self.exp.strategy, jobs)
         return [Arrival(job.task.device, job.task.num_samples, transmit(job.task.up, update), metrics)
                 for job, (update, metrics) in zip(jobs, results)]
@@ -238,6 +240,7 @@ class Engine:
                 "local_accuracy": math.nan, "local_accuracy_p10": math.nan}
 
     @staticmethod
-    def _event_rows(r: int, play: RoundPlay) -> list[dict]:
+    def _event_rows(r: int, play: RoundPlay, tasks: dict[int, Task]) -> list[dict]:
         return [{"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
-                 "outcome": play.cut.get(p.device, "done")} for p in play.phases]
+                 "outcome": play.cut.get(p.device, "done"),
+                 "ratio": math.nan if tasks[p.device].ratio is None else tasks[p.device].ratio} for p in play.phases]

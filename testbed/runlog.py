@@ -16,7 +16,7 @@ from testbed.data.partition import label_histograms, non_iid_degree
 ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
                  "bytes_up", "bytes_down", "flops", "wasted_flops", "wasted_bytes", "train_loss", "accuracy",
                  "loss", "local_accuracy", "local_accuracy_p10"]
-EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome"]
+EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome", "ratio"]
 
 
 class RunWriter:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import torch
 
-from testbed.payload import Dense
+from testbed.payload import Dense, UnitMasked
 
 Params = dict[str, torch.Tensor]
 LossFn = Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -47,8 +47,11 @@ class Task:
     round: int
     num_samples: int
     samples_processed: int   # what the device trains on: epochs x samples; its FLOPs follow from it
-    down: Dense              # codec of the model sent to the device
-    up: Dense                # codec of the update it sends back
+    down: Dense | UnitMasked  # codec of the model sent to the device
+    up: Dense | UnitMasked    # codec of the update it sends back
+    ratio: float | None = None            # the device's sparse ratio this round (submodel methods)
+    forward_flops: int | None = None      # forward multiply-adds per sample of its submodel (None: the model's)
+    extras: dict = field(default_factory=dict)  # per-client tensors for its training, e.g. an update_mask
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def test_quickstart_runs_shortened(tmp_path, capsys):
     assert list(rounds["round"]) == [1, 2, 3] and (rounds["t_end_s"] > rounds["t_start_s"]).all()
     assert (rounds["selected"] == 13).all() and (rounds["arrived"] <= 10).all()
     events = pd.read_csv(run / "events.csv")
-    assert list(events.columns) == ["device", "round", "phase", "start_s", "end_s", "outcome"]
+    assert list(events.columns) == ["device", "round", "phase", "start_s", "end_s", "outcome", "ratio"]
     summary = json.loads((run / "summary.json").read_text())
     for key in ["final_accuracy", "time_to_accuracy_s", "bytes_up_total", "bytes_down_total", "flops_total",
                 "sim_time_s"]:

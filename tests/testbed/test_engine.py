@@ -148,3 +148,41 @@ def test_stop_rules_and_evaluation_schedule(two_devices):
     two_devices["eval"] = {"every_rounds": 1}
     two_devices["stop"] = {"max_rounds": 5, "target_accuracy": 0.01, "stop_at_target": True}
     assert len(simulate(two_devices)[0]) == 1
+
+
+def test_submodel_tasks_cost_their_own_flops_and_bytes(two_devices):
+    """A strategy that hands each device half of FedLPS's CNN (ordered units, ratio 0.5): the clock and the
+    tables charge the submodel's FLOPs and the masked payload, and the ratio reaches events.csv."""
+    from dataclasses import dataclass, replace
+
+    from testbed import scenario as sc
+    from testbed.algorithms import FedAvg
+    from testbed.engine import Engine
+    from testbed.models.units import prunable_layers
+    from testbed.payload import UnitMasked
+    from testbed.submodel import unit_masks, update_mask
+
+    exp = sc.build(sc.validate(two_devices, "test"))
+    params = dict(exp.model.named_parameters())
+    masks = unit_masks(params, prunable_layers(exp.model), 0.5, "ordered")
+    forward = 240_000  # any submodel count: the engine must use it instead of the model's 480,500
+
+    @dataclass(frozen=True)
+    class Half(FedAvg):
+        def configure(self, state, ctx, rng):
+            return [replace(t, ratio=0.5, forward_flops=forward, up=UnitMasked(masks),
+                            extras={"update_mask": update_mask(params, masks)})
+                    for t in super().configure(state, ctx, rng)]
+
+    exp.strategy = Half(exp.strategy.client)
+    records, events = [], []
+    Engine(exp, lambda rec, ev: (records.append(rec), events.extend(ev))).run()
+    # conv1 10 -> 5 units (2 bytes of pattern + 5 x 25 x 4), conv2 20 -> 10 (3 + 10 x 250 x 4),
+    # fc1 50 -> 25 (7 + 25 x 320 x 4); biases and fc2 dense: 40 + 80 + 200 + 2,000 + 40
+    masked_bytes = 502 + 10_003 + 32_007 + 40 + 80 + 200 + 2_000 + 40
+    assert records[0]["bytes_up"] == 2 * masked_bytes == 2 * 44_872
+    assert records[0]["flops"] == 2 * 3 * forward * 2000
+    assert {e["ratio"] for e in events} == {0.5}
+    # upload of device 0: 0.25 s latency + 44,872 B / 43,680 B/s
+    upload = next(e for e in events if e["device"] == 0 and e["phase"] == "upload" and e["round"] == 1)
+    assert upload["end_s"] - upload["start_s"] == pytest.approx(0.25 + 44_872 / 43_680, abs=US)

@@ -26,3 +26,19 @@ def test_encoded_size_equals_prediction_and_roundtrips(name):
 def test_fp16_rounds_like_half_precision():
     out = transmit(CODECS["fp16"], {"x": torch.tensor([1 / 3])})
     assert out["x"].item() == torch.tensor(1 / 3).half().float().item() != 1 / 3
+
+
+def test_unit_masked_byte_count_and_layout_by_hand():
+    from testbed.payload import UnitMasked
+
+    codec = UnitMasked({"w": torch.tensor([True, False, True, True, False])})
+    tensors = {"w": torch.arange(15.0).reshape(5, 3), "b": torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])}
+    shapes = {k: v.shape for k, v in tensors.items()}
+    # w: 1 byte of pattern + 3 kept rows x 3 x 4 bytes = 37; b dense: 5 x 4 = 20
+    assert codec.nbytes(shapes) == 57
+    assert UnitMasked(codec.masks, "float16").nbytes(shapes) == 1 + 18 + 10
+    payload = codec.encode(tensors)
+    assert len(payload) == 57 and payload[0] == 0b10110000  # units 0, 2, 3 kept, most significant bit first
+    out = transmit(codec, tensors)
+    assert out["w"].tolist() == [[0, 1, 2], [0, 0, 0], [6, 7, 8], [9, 10, 11], [0, 0, 0]]
+    assert torch.equal(out["b"], tensors["b"])
