@@ -198,13 +198,13 @@ class Engine:
             state, metrics = strategy.aggregate(state, r, self._train(state, tasks, play.kept),
                                                 [Failure(d, why) for d, why in sorted(play.cut.items())])
             record = self._record(r, t_start, len(online), tasks, timelines, play, metrics)
-            if r % cfg.eval.every_rounds == 0 or r == cfg.stop.max_rounds:
+            evaluated = r % cfg.eval.every_rounds == 0 or r == cfg.stop.max_rounds
+            if evaluated:
                 record |= self._evaluate(state.params)
-                if not math.isfinite(record["loss"]):
-                    self.on_round(record, self._event_rows(r, play, tasks))
-                    raise TestbedError(f"round {r}: the global model diverged (test loss {record['loss']}); "
-                                       "lower client.lr or the server learning rate")
-            self.on_round(record, self._event_rows(r, play, tasks))
+            self.on_round(record, self._event_rows(r, play, tasks))  # written before any error below
+            if evaluated and not math.isfinite(record["loss"]):
+                raise TestbedError(f"round {r}: the global model diverged (test loss {record['loss']}); "
+                                   "lower client.lr or the server learning rate")
             target = cfg.stop.target_accuracy
             if cfg.stop.stop_at_target and target is not None and record.get("accuracy", 0.0) >= target:
                 return
