@@ -41,8 +41,9 @@ def _run(args) -> None:
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
             raise TestbedError(f"{err} (rounds so far kept in {writer.path})") from None
-        except KeyboardInterrupt:
-            writer.close(status="interrupted")
+        except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
+            writer.close(status="interrupted" if isinstance(err, KeyboardInterrupt)
+                         else f"crashed: {type(err).__name__}: {err}")
             raise
     summary = writer.close()
     table, plots = write_report([writer.path], writer.path / "plots")

@@ -179,3 +179,24 @@ def test_models_lists_every_model_with_its_counts(capsys):
     out = capsys.readouterr().out
     assert "cnn_feddumap" in out and "122,570" in out and "4,548,608" in out  # FedDUMAP: 4.549 M
     assert "cnn_fedlion" in out and "26,010" in out
+
+
+def test_a_crash_mid_run_keeps_the_rounds_and_says_so(two_devices, tmp_path, monkeypatch):
+    from testbed.algorithms.fedavg import FedAvg
+
+    calls = {"n": 0}
+    aggregate = FedAvg.aggregate
+
+    def crash_in_round_two(self, state, round, arrivals, failures):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("simulated bug")
+        return aggregate(self, state, round, arrivals, failures)
+
+    monkeypatch.setattr(FedAvg, "aggregate", crash_in_round_two)
+    file = write_yaml(tmp_path / "s.yaml", two_devices)
+    with pytest.raises(RuntimeError, match="simulated bug"):
+        main(["run", str(file), "--out", str(tmp_path), "--quiet"])
+    run = tmp_path / "two_devices" / "0"
+    assert len(pd.read_csv(run / "rounds.csv")) == 1
+    assert json.loads((run / "summary.json").read_text())["status"] == "crashed: RuntimeError: simulated bug"
