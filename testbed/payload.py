@@ -104,7 +104,8 @@ class UnitMasked:
                 offset += count * wire.itemsize
                 out[name] = torch.from_numpy(rows).reshape(shape)
             else:
-                out[name] = torch.from_numpy(np.frombuffer(payload, wire, numel, offset).astype(np.float32)).reshape(shape)
+                values = np.frombuffer(payload, wire, numel, offset).astype(np.float32)
+                out[name] = torch.from_numpy(values).reshape(shape)
                 offset += numel * wire.itemsize
         return out
 

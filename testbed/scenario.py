@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 import torch
 import yaml
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
-                      ValidationError, ValidationInfo, field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
+                      PositiveInt, ValidationError, ValidationInfo, field_validator, model_validator)
 
 import devices
 from testbed.algorithms import FedAvg, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi

@@ -85,7 +85,8 @@ class _OptionABlock(nn.Module):
         out = self.norm2(self.conv2(out))
         shortcut = x
         if self.stride != 1 or self.pad:
-            shortcut = F.pad(x[:, :, :: self.stride, :: self.stride], (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
+            channels = (self.pad // 2, self.pad - self.pad // 2)  # zero channels on both sides (option A)
+            shortcut = F.pad(x[:, :, :: self.stride, :: self.stride], (0, 0, 0, 0, *channels))
         return torch.relu(out + shortcut)
 
 

@@ -106,5 +106,6 @@ def format_table(rows: list[dict] | None = None) -> str:
     head = f"{'model':<16} {'input':<40} {'classes':>7} {'parameters':>12} {'forward FLOPs':>15}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['name']:<16} {r['input']:<40} {r['classes']:>7} {r['parameters']:>12,} {r['forward_flops']:>15,}")
+        lines.append(f"{r['name']:<16} {r['input']:<40} {r['classes']:>7} {r['parameters']:>12,} "
+                     f"{r['forward_flops']:>15,}")
     return "\n".join(lines)
