@@ -48,10 +48,10 @@ def recurrent_flop_jit(inputs, outputs) -> int:
 RECURRENT_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu")
 
 
-def forward_flops_per_sample(model: torch.nn.Module, example: torch.Tensor) -> int:
-    """fvcore's forward count for one sample (multiply-adds of convolutions, linear layers, matmuls, recurrent
-    gate matmuls; fvcore also charges normalization layers 2 to 5 per element);
-    `example` is one input sample with its batch dimension (float image or integer tokens)."""
+def flop_counts(model: torch.nn.Module, example: torch.Tensor) -> tuple[int, dict[str, int]]:
+    """fvcore's forward count for one sample, in all and by module name (multiply-adds of convolutions,
+    linear layers, matmuls, recurrent gate matmuls; fvcore also charges normalization layers 2 to 5 per
+    element); `example` is one input sample with its batch dimension (float image or integer tokens)."""
     was_training = model.training
     model.eval()
     try:
@@ -61,9 +61,14 @@ def forward_flops_per_sample(model: torch.nn.Module, example: torch.Tensor) -> i
                 analysis.set_op_handle(op, recurrent_flop_jit)
             analysis.unsupported_ops_warnings(False)  # ReLU, pooling: cheap, and uncounted by the papers
             analysis.uncalled_modules_warnings(False)
-            total = int(analysis.total())
+            return int(analysis.total()), {name: int(n) for name, n in analysis.by_module().items()}
     finally:
         model.train(was_training)
+
+
+def forward_flops_per_sample(model: torch.nn.Module, example: torch.Tensor) -> int:
+    """The model's forward multiply-adds for one sample (flop_counts' total); zero is refused."""
+    total, _ = flop_counts(model, example)
     if total <= 0:
         raise ValueError(f"fvcore counted {total} FLOPs for {type(model).__name__}; compute time would be zero")
     return total

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from testbed.flops import RECURRENT_OPS, FlopCountAnalysis, recurrent_flop_jit
+from testbed.flops import flop_counts
 
 _CHANNEL_NORMS = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)  # per-channel affine on dim 1
 PATTERNS = ("ordered", "rolling", "random", "magnitude", "learnable")
@@ -108,24 +108,6 @@ def update_mask(params: Mapping[str, torch.Tensor], masks: Mapping[str, torch.Te
         row = mask.to(device=weight.device, dtype=dtype).reshape(-1, *([1] * (weight.dim() - 1)))
         out[name] = row.expand_as(weight).clone()
     return out
-
-
-def _module_flops(model: nn.Module, example: torch.Tensor) -> tuple[int, dict[str, int]]:
-    """fvcore's forward count for one sample: (total, module name -> count), as testbed.flops counts it."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            analysis = FlopCountAnalysis(model, example[:1])
-            for op in RECURRENT_OPS:
-                analysis.set_op_handle(op, recurrent_flop_jit)
-            analysis.unsupported_ops_warnings(False)
-            analysis.uncalled_modules_warnings(False)
-            total = int(analysis.total())
-            by_module = {k: int(v) for k, v in analysis.by_module().items()}
-    finally:
-        model.train(was_training)
-    return total, by_module
 
 
 def _owners(model: nn.Module, masks: Mapping[str, torch.Tensor]) -> dict[str, list[tuple[str, torch.Tensor]]]:
@@ -227,7 +209,7 @@ def submodel_flops(model: nn.Module, example: torch.Tensor, masks: Mapping[str, 
             f"{type(model).__name__} has a recurrent layer (use structured=False, or count the shrunk model)")
     owners = _owners(model, masks)
     modules = dict(model.named_modules())
-    total, by_module = _module_flops(model, example)
+    total, by_module = flop_counts(model, example)
     if not structured:
         flops = Fraction(total)
         for module_name, entries in owners.items():

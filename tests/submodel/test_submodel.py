@@ -168,8 +168,8 @@ def test_structured_batchnorm_does_not_revive_pruned_channels():
     # conv0: 4*9*36 = 1296 -> half out = 648; conv3: 4*4*9*16 = 2304 -> 1/4 out, 1/2 in = 288;
     # linear 64*3 = 192 -> 16/64 inputs alive = 48. fvcore also charges BN per element: 2 of its 4 channels live.
     flops = submodel_flops(model, example, masks, structured=True)
-    from testbed.submodel import _module_flops
-    _, by_module = _module_flops(model, example)
+    from testbed.flops import flop_counts
+    _, by_module = flop_counts(model, example)
     assert by_module["1"] > 0 and by_module["1"] % 2 == 0
     assert flops == 648 + 288 + 48 + by_module["1"] // 2
 

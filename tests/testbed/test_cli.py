@@ -1,6 +1,5 @@
 """The command line as a user meets it: bad input gets one line and exit code 2; runs write their folder."""
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
