@@ -417,7 +417,14 @@ def load(path: str | Path, overrides: list[str] = ()) -> Scenario:
     return validate(raw, str(path), Path(path).parent)
 
 
-TAGGED_UNIONS = {"availability", "partition", "algorithm", "executor"}
+def _schema_models(base: type[BaseModel] = Strict):
+    for model in base.__subclasses__():
+        yield model
+        yield from _schema_models(model)
+
+
+# Fields that hold a tagged union (availability, partition, algorithm, executor...), read off the schema
+TAGGED_UNIONS = {name for model in _schema_models() for name, f in model.model_fields.items() if f.discriminator}
 
 
 def describe(err: ValidationError) -> str:
