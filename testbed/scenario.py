@@ -47,6 +47,11 @@ def registered(kind: str, registry) -> type[str]:
     return Annotated[str, AfterValidator(check)]
 
 
+def relative_to_scenario(path: Path, info: ValidationInfo) -> Path:
+    """A path from the YAML: absolute as given, relative to the scenario file's folder otherwise."""
+    return path if path.is_absolute() else Path((info.context or {}).get("base_dir", ".")) / path
+
+
 # ---- devices -------------------------------------------------------------------------------------------
 class AlwaysOn(Strict):
     kind: Literal["always_on"] = "always_on"
@@ -91,8 +96,7 @@ class Trace(Strict):
     @field_validator("file")
     @classmethod
     def _exists(cls, path: Path, info: ValidationInfo) -> Path:
-        base = (info.context or {}).get("base_dir", Path("."))
-        resolved = path if path.is_absolute() else Path(base) / path
+        resolved = relative_to_scenario(path, info)
         if not resolved.is_file():
             raise ValueError(f"no trace file at {resolved}; give a path relative to the scenario file")
         return resolved
@@ -194,7 +198,7 @@ class Data(Strict):
     def _folder_exists(cls, root: Path | None, info: ValidationInfo) -> Path | None:
         if root is None:
             return None
-        resolved = root if root.is_absolute() else Path((info.context or {}).get("base_dir", ".")) / root
+        resolved = relative_to_scenario(root, info)
         if not resolved.is_dir():
             raise ValueError(f"no folder at {resolved}; give the folder that holds the dataset's files, "
                              "relative to the scenario file")
