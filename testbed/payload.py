@@ -86,7 +86,7 @@ class UnitMasked:
                 keep = self.masks[name].bool()
                 parts += [np.packbits(keep.numpy()).tobytes(), t[keep].reshape(-1).numpy().astype(wire).tobytes()]
             else:
-                parts.append(t.reshape(-1).numpy().astype(wire).tobytes())
+                parts.append(Dense(self.dtype).encode({name: t}))
         return b"".join(parts)
 
     def decode(self, payload: bytes, shapes: Shapes) -> dict[str, torch.Tensor]:
@@ -104,9 +104,9 @@ class UnitMasked:
                 offset += count * wire.itemsize
                 out[name] = torch.from_numpy(rows).reshape(shape)
             else:
-                values = np.frombuffer(payload, wire, numel, offset).astype(np.float32)
-                out[name] = torch.from_numpy(values).reshape(shape)
-                offset += numel * wire.itemsize
+                size = numel * wire.itemsize
+                out |= Dense(self.dtype).decode(payload[offset : offset + size], {name: shape})
+                offset += size
         return out
 
 
