@@ -8,7 +8,7 @@ dense payload carries no header.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -49,64 +49,78 @@ class Dense:
 
 @dataclass(frozen=True, eq=False)
 class UnitMasked:
-    """A submodel's payload: the units (rows on dim 0) that a device keeps, and nothing of the others.
+    """A submodel's payload: the rows (units, dim 0) and columns (dim 1) that a device keeps, nothing of the others.
 
-    Layout, tensor after tensor in the shapes' order: for a tensor named in `masks`, the keep flag of each of
-    its units as a bitmask (ceil(units / 8) bytes, numpy.packbits order, most significant bit first), then
-    the kept units' rows, entries as little-endian floats of `dtype`; any other tensor dense. The decoder
-    reads the pattern from the payload and returns zeros at the dropped units. One instance per device and
-    round (its masks are the device's), so its size is not cached per codec.
+    Layout, tensor after tensor in the shapes' order: for a tensor named in `masks`, the keep flag of each row as
+    a bitmask (ceil(rows / 8) bytes, numpy.packbits order, most significant bit first); then, for a tensor named
+    in `columns`, the keep flag of each column as a bitmask (ceil(columns / 8) bytes); then the kept entries
+    t[rows][:, columns] (all trailing dims) as little-endian floats of `dtype`. A tensor may have a row mask, a
+    column mask (a classifier reading pruned features) or both; any other tensor is dense. The decoder reads the
+    pattern from the payload and returns zeros at the dropped entries. One instance per device and round (its
+    masks are the device's), so its size is not cached per codec.
     """
 
-    masks: Mapping[str, torch.Tensor]   # weight name -> (units,) bool keep flags
+    masks: Mapping[str, torch.Tensor]   # tensor name -> (rows,) bool keep flags
     dtype: str = "float32"
+    columns: Mapping[str, torch.Tensor] = field(default_factory=dict)  # tensor name -> (columns,) bool keep flags
     depends_only_on_shapes = False
+
+    @classmethod
+    def structured(cls, structure: Mapping[str, tuple[torch.Tensor, torch.Tensor | None]],
+                   dtype: str = "float32") -> UnitMasked:
+        """The payload of a shrunk network from submodel.structure's (rows, columns) per parameter: a bitmask for
+        each dimension that drops something; a tensor that drops nothing travels dense."""
+        masks = {name: rows for name, (rows, _) in structure.items() if not rows.all()}
+        columns = {name: cols for name, (_, cols) in structure.items() if cols is not None and not cols.all()}
+        return cls(masks, dtype, columns)
 
     @property
     def name(self) -> str:
         return "masked-" + Dense(self.dtype).name
 
+    def _sliced(self, name: str) -> list[tuple[int, torch.Tensor]]:
+        """(dim, keep flags) of each dimension of tensor `name` that the payload slices, in wire order."""
+        return [(dim, flags[name]) for dim, flags in ((0, self.masks), (1, self.columns)) if name in flags]
+
     def nbytes(self, shapes: Shapes) -> int:
-        item = np.dtype(self.dtype).itemsize
         total = 0
         for name, shape in shapes.items():
-            numel = math.prod(shape)
-            if name in self.masks:
-                units = shape[0]
-                total += math.ceil(units / 8) + int(self.masks[name].sum()) * (numel // units) * item
-            else:
-                total += numel * item
+            kept = list(shape)
+            for dim, keep in self._sliced(name):
+                total += math.ceil(shape[dim] / 8)
+                kept[dim] = int(keep.sum())
+            total += Dense(self.dtype).nbytes({name: kept})
         return total
 
     def encode(self, tensors: Tensors) -> bytes:
-        wire, parts = _wire(self.dtype), []
+        parts = []
         for name, t in tensors.items():
             t = t.detach().to(torch.float32)
-            if name in self.masks:
-                keep = self.masks[name].bool()
-                parts += [np.packbits(keep.numpy()).tobytes(), t[keep].reshape(-1).numpy().astype(wire).tobytes()]
-            else:
-                parts.append(Dense(self.dtype).encode({name: t}))
+            for dim, keep in self._sliced(name):
+                keep = keep.bool()
+                parts.append(np.packbits(keep.numpy()).tobytes())
+                t = t[keep] if dim == 0 else t[:, keep]
+            parts.append(Dense(self.dtype).encode({name: t}))
         return b"".join(parts)
 
     def decode(self, payload: bytes, shapes: Shapes) -> dict[str, torch.Tensor]:
-        wire, out, offset = _wire(self.dtype), {}, 0
+        out, offset = {}, 0
         for name, shape in shapes.items():
-            numel = math.prod(shape)
-            if name in self.masks:
-                units = shape[0]
-                flags = np.frombuffer(payload, np.uint8, math.ceil(units / 8), offset)
-                keep = np.unpackbits(flags)[:units].astype(bool)
+            kept, kept_shape = [], list(shape)
+            for dim, _ in self._sliced(name):
+                flags = np.frombuffer(payload, np.uint8, math.ceil(shape[dim] / 8), offset)
                 offset += len(flags)
-                rows = np.zeros((units, numel // units), dtype=np.float32)
-                count = int(keep.sum()) * (numel // units)
-                rows[keep] = np.frombuffer(payload, wire, count, offset).reshape(-1, numel // units)
-                offset += count * wire.itemsize
-                out[name] = torch.from_numpy(rows).reshape(shape)
-            else:
-                size = numel * wire.itemsize
-                out |= Dense(self.dtype).decode(payload[offset : offset + size], {name: shape})
-                offset += size
+                index = torch.from_numpy(np.flatnonzero(np.unpackbits(flags)[: shape[dim]]))
+                kept.append((dim, index))
+                kept_shape[dim] = len(index)
+            size = Dense(self.dtype).nbytes({name: kept_shape})
+            t = Dense(self.dtype).decode(payload[offset : offset + size], {name: kept_shape})[name]
+            offset += size
+            for dim, index in kept:  # zeros at the dropped rows and columns
+                wide = list(t.shape)
+                wide[dim] = shape[dim]
+                t = torch.zeros(wide).index_copy_(dim, index, t)
+            out[name] = t
         return out
 
 

@@ -22,16 +22,24 @@ except the classifier). Every layer keeps the same fraction `ratio` of its units
   layer's FLOPs also scale by the fraction of its INPUT units still alive. Those are found generically by a
   forward pass through a copy of the model whose pruned weight rows and biases are zeroed (kept weights made
   positive, random positive inputs, so no live feature is zero by chance through ReLU), with forward hooks
-  recording which input channels (Conv: dim 1) / input features (Linear: last dim) are identically zero. A
-  BatchNorm/GroupNorm whose input channel is dead is forced to output zero there (its bias would otherwise
-  revive it), and its fvcore per-element charge scales by its live channels. LayerNorm/InstanceNorm are
-  neither silenced nor scaled (their bias may revive dead features, so later layers may be over-counted).
+  recording which input channels (Conv: dim 1) / input features (Linear: last dim) are identically zero. In
+  the probe a BatchNorm/GroupNorm passes its input through unchanged (its bias would revive a dead channel,
+  and its normalization would push some live channels below zero, where ReLU kills them: GroupNorm did so
+  in VGG-11-GN), and its fvcore per-element charge scales by its live channels. LayerNorm/InstanceNorm are
+  neither passed through nor scaled (their bias may revive dead features, so later layers may be over-counted).
   This supports feed-forward conv/linear models (including residual ones); recurrent models raise
-  NotImplementedError.
+  NotImplementedError. fvcore's per-module count (a JIT trace) is cached per model and sample shape, since
+  a submodel method asks for it per device per round.
+
+`structure` says what a device of such a method holds of each parameter, from the same probe: the kept rows
+of every Conv/Linear weight and bias (its unit mask; all rows for the classifier), the live columns (dim 1) of
+every Conv/Linear weight, the live channels of every Batch-/GroupNorm. `entry_masks` turns it into 0/1
+tensors of the parameters' shapes, to run the shrunk network inside the full one and to freeze the rest.
 """
 from __future__ import annotations
 
 import copy
+import weakref
 from fractions import Fraction
 from typing import Mapping
 
@@ -40,6 +48,7 @@ import torch
 from torch import nn
 
 from testbed.flops import flop_counts
+from testbed.models.units import prunable_layers
 
 _CHANNEL_NORMS = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)  # per-channel affine on dim 1
 PATTERNS = ("ordered", "rolling", "random", "magnitude", "learnable")
@@ -99,14 +108,26 @@ def unit_masks(params: Mapping[str, torch.Tensor], units: Mapping[str, int], rat
 
 def update_mask(params: Mapping[str, torch.Tensor], masks: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """0/1 tensors of each masked weight's shape and dtype: unit j's row is all ones if kept, zeros if pruned."""
+    return entry_masks(params, {name: (mask, None) for name, mask in masks.items()})
+
+
+def entry_masks(params: Mapping[str, torch.Tensor],
+                structure: Mapping[str, tuple[torch.Tensor, torch.Tensor | None]]) -> dict[str, torch.Tensor]:
+    """0/1 tensors of each listed parameter's shape and dtype: 1 where the row is kept and the column (dim 1, when
+    given) is live, over all trailing dims. Multiplying the parameters by them runs the shrunk network inside the
+    full one; as an update_mask they freeze the entries a device does not hold."""
     out = {}
-    for name, mask in masks.items():
-        weight = params[name]
-        if mask.numel() != weight.shape[0]:
-            raise ValueError(f"{name}: mask of {mask.numel()} units for a weight of {weight.shape[0]} rows")
-        dtype = weight.dtype if weight.is_floating_point() else torch.float32
-        row = mask.to(device=weight.device, dtype=dtype).reshape(-1, *([1] * (weight.dim() - 1)))
-        out[name] = row.expand_as(weight).clone()
+    for name, (rows, columns) in structure.items():
+        param = params[name]
+        if rows.numel() != param.shape[0]:
+            raise ValueError(f"{name}: mask of {rows.numel()} rows for a parameter of {param.shape[0]} rows")
+        if columns is not None and columns.numel() != param.shape[1]:
+            raise ValueError(f"{name}: mask of {columns.numel()} columns for a parameter of {param.shape[1]} columns")
+        dtype = param.dtype if param.is_floating_point() else torch.float32
+        keep = rows.to(device=param.device, dtype=dtype).reshape(-1, *([1] * (param.dim() - 1)))
+        if columns is not None:
+            keep = keep * columns.to(device=param.device, dtype=dtype).reshape(1, -1, *([1] * (param.dim() - 2)))
+        out[name] = keep.expand_as(param).clone()
     return out
 
 
@@ -133,14 +154,26 @@ def _density(module: nn.Module, entries: list[tuple[str, torch.Tensor]]) -> Frac
     return Fraction(kept, total)
 
 
-def _live_inputs(model: nn.Module, example: torch.Tensor, owners, modules: dict[str, nn.Module],
-                 samples: int = 8) -> dict[str, tuple[int, int]]:
-    """Conv/Linear module name -> (live input units, input units) in the zeroed copy of the model."""
+def _require_feed_forward(model: nn.Module) -> None:
+    """The probe follows features through conv/linear layers; a recurrent state has no such rule."""
+    if any(isinstance(m, nn.RNNBase) for m in model.modules()):
+        raise NotImplementedError(
+            "structured submodels support feed-forward conv/linear models only; "
+            f"{type(model).__name__} has a recurrent layer (use structured=False, or count the shrunk model)")
+
+
+_LAYERS = (nn.Linear, nn.modules.conv._ConvNd)
+
+
+def _live_inputs(model: nn.Module, example: torch.Tensor, owners,
+                 samples: int = 8) -> dict[str, torch.Tensor]:
+    """Conv/Linear/Batch-/GroupNorm module name -> (input units,) bool on the CPU: which of its input units
+    (Conv and norms: channels, dim 1; Linear: features, last dim) are alive in the zeroed copy of the model."""
     probe = copy.deepcopy(model).eval()
     probe_modules = dict(probe.named_modules())
     with torch.no_grad():
         for module in probe.modules():  # kept weights positive, so ReLU kills no live feature by chance
-            if isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)):
+            if isinstance(module, _LAYERS):
                 module.weight.abs_().add_(1e-3)
                 if module.bias is not None:
                     module.bias.abs_()
@@ -153,35 +186,29 @@ def _live_inputs(model: nn.Module, example: torch.Tensor, owners, modules: dict[
                 bias = getattr(module, bias_name, None) if bias_name else None
                 if isinstance(bias, torch.Tensor) and bias.shape[:1] == mask.shape:
                     bias[dead] = 0
-    live: dict[str, tuple[int, int]] = {}
+    live: dict[str, torch.Tensor] = {}
     hooks = []
 
     def record(name, dim):
         def hook(module, inputs, output):
             x = inputs[0].detach()
             d = dim % x.dim()
-            per_unit = x.abs().transpose(0, d).reshape(x.shape[d], -1).sum(1)
-            live[name] = (int((per_unit != 0).sum()), int(x.shape[d]))
+            alive = (x.abs().transpose(0, d).reshape(x.shape[d], -1).sum(1) != 0).cpu()
+            live[name] = live[name] | alive if name in live else alive  # a module called twice reads both inputs
         return hook
 
-    def silence_dead_channels(module, inputs, output):
-        x = inputs[0]
-        alive = x.abs().transpose(0, 1).reshape(x.shape[1], -1).sum(1) != 0
-        shape = [1, -1] + [1] * (output.dim() - 2)
-        return output * alive.to(output.dtype).reshape(shape)
+    def pass_through(module, inputs, output):  # a channel is live after the norm iff it is live before
+        return inputs[0]
 
     for name, module in probe.named_modules():
-        if name not in modules:
-            continue
-        if isinstance(module, (nn.modules.conv._ConvNd, _CHANNEL_NORMS)):
+        if isinstance(module, _CHANNEL_NORMS):
+            hooks += [module.register_forward_hook(record(name, 1)), module.register_forward_hook(pass_through)]
+        elif isinstance(module, nn.modules.conv._ConvNd):
             hooks.append(module.register_forward_hook(record(name, 1)))
         elif isinstance(module, nn.Linear):
             hooks.append(module.register_forward_hook(record(name, -1)))
-    for module in probe.modules():
-        if isinstance(module, _CHANNEL_NORMS):
-            hooks.append(module.register_forward_hook(silence_dead_channels))  # runs after `record`
     if example.is_floating_point():
-        batch = torch.rand(samples, *example.shape[1:], dtype=example.dtype) + 0.1
+        batch = torch.rand(samples, *example.shape[1:], dtype=example.dtype, device=example.device) + 0.1
     else:
         batch = example[:1].repeat(samples, *([1] * (example.dim() - 1)))
     try:
@@ -191,6 +218,55 @@ def _live_inputs(model: nn.Module, example: torch.Tensor, owners, modules: dict[
         for h in hooks:
             h.remove()
     return live
+
+
+def structure(model: nn.Module, example: torch.Tensor,
+              masks: Mapping[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, torch.Tensor | None]]:
+    """What the shrunk network (unit `masks` applied structurally) holds of each parameter it slices:
+    name -> (kept rows, (shape[0],) bool; live columns, (shape[1],) bool, or None where dim 1 is not sliced).
+
+    Conv/Linear weight: rows = its unit mask (all True when unmasked, as the classifier's classes), columns = its
+    live inputs (a Linear after a flatten: one per flattened feature); its bias: the same rows. Batch-/GroupNorm
+    weight and bias: the live channels. Any other masked weight (an Embedding): its unit mask, columns None.
+    Every such parameter is listed, all-True where nothing is dropped, so the keys depend on the architecture
+    alone (per-device masks stack across ratios). Grouped and transposed convolutions are not supported.
+    `example` is one input sample with its batch dimension.
+    """
+    _require_feed_forward(model)
+    live = _live_inputs(model, example, _owners(model, masks))
+    out: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
+    for module_name, module in model.named_modules():
+        prefix = module_name + "." if module_name else ""
+        if isinstance(module, _LAYERS):
+            if isinstance(module, nn.modules.conv._ConvNd) and (module.transposed or module.groups != 1):
+                raise NotImplementedError(f"{module_name}: structured submodels need ungrouped, untransposed convs")
+            out_units, in_units = module.weight.shape[:2]
+            rows = masks.get(prefix + "weight", torch.ones(out_units)).bool()
+            out[prefix + "weight"] = (rows, live.get(module_name, torch.ones(in_units, dtype=torch.bool)))
+            if module.bias is not None:
+                out[prefix + "bias"] = (rows, None)
+        elif isinstance(module, _CHANNEL_NORMS) and module.weight is not None:
+            channels = live.get(module_name, torch.ones(module.weight.shape[0], dtype=torch.bool))
+            out[prefix + "weight"] = (channels, None)
+            if module.bias is not None:
+                out[prefix + "bias"] = (channels, None)
+    for name, mask in masks.items():
+        out.setdefault(name, (mask.bool(), None))
+    return out
+
+
+_flop_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _flop_counts(model: nn.Module, example: torch.Tensor) -> tuple[int, dict[str, int]]:
+    """flop_counts, once per model and sample shape and dtype: its JIT trace is the slow part of submodel_flops,
+    and the count depends on the architecture only (a model whose modules are replaced in place is not seen).
+    Weakly keyed, so a model that is dropped drops its counts."""
+    counts = _flop_cache.setdefault(model, {})
+    key = (tuple(example.shape[1:]), example.dtype)
+    if key not in counts:
+        counts[key] = flop_counts(model, example)
+    return counts[key]
 
 
 def submodel_flops(model: nn.Module, example: torch.Tensor, masks: Mapping[str, torch.Tensor],
@@ -203,30 +279,53 @@ def submodel_flops(model: nn.Module, example: torch.Tensor, masks: Mapping[str, 
     are kept at full cost. Feed-forward conv/linear models only.
     `example` is one input sample with its batch dimension.
     """
-    if structured and any(isinstance(m, nn.RNNBase) for m in model.modules()):
-        raise NotImplementedError(
-            "structured submodel FLOPs support feed-forward conv/linear models only; "
-            f"{type(model).__name__} has a recurrent layer (use structured=False, or count the shrunk model)")
+    if structured:
+        _require_feed_forward(model)
     owners = _owners(model, masks)
     modules = dict(model.named_modules())
-    total, by_module = flop_counts(model, example)
+    total, by_module = _flop_counts(model, example)
     if not structured:
         flops = Fraction(total)
         for module_name, entries in owners.items():
             full = by_module.get(module_name, 0)
             flops -= full * (1 - _density(modules[module_name], entries))
         return int(round(flops))
-    layers = {name: m for name, m in modules.items()
-              if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd, _CHANNEL_NORMS))}
-    live = _live_inputs(model, example, owners, layers)
+    live = _live_inputs(model, example, owners)
     flops = Fraction(total)
-    for name, module in layers.items():
+    for name, module in modules.items():
         full = by_module.get(name, 0)
-        if full == 0:
+        if full == 0 or not isinstance(module, (*_LAYERS, *_CHANNEL_NORMS)):
             continue
         scale = _density(module, owners[name]) if name in owners else Fraction(1)
         if name in live:
-            alive, n_in = live[name]
-            scale *= Fraction(alive, n_in)
+            scale *= Fraction(int(live[name].sum()), live[name].numel())
         flops -= full * (1 - scale)
     return int(round(flops))
+
+
+class SubmodelCosts:
+    """A model's prunable units, and the structure and FLOPs of its submodels, for strategies that hold parameters
+    but no model: built once per run from the global model and one input sample."""
+
+    def __init__(self, model: nn.Module, example: torch.Tensor):
+        self.model, self.example = model, example[:1]
+        self.units = prunable_layers(model)
+        self._flops: dict = {}
+        self._structures: dict = {}
+
+    def forward_flops(self, masks: Mapping[str, torch.Tensor], structured: bool) -> int:
+        """Cached: by the kept counts when only the density matters, by the masks themselves otherwise."""
+        key = (structured, _pattern_key(masks) if structured else tuple((n, int(m.sum())) for n, m in masks.items()))
+        if key not in self._flops:
+            self._flops[key] = submodel_flops(self.model, self.example, masks, structured)
+        return self._flops[key]
+
+    def structure(self, masks: Mapping[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, torch.Tensor | None]]:
+        key = _pattern_key(masks)
+        if key not in self._structures:
+            self._structures[key] = structure(self.model, self.example, masks)
+        return self._structures[key]
+
+
+def _pattern_key(masks: Mapping[str, torch.Tensor]) -> tuple:
+    return tuple((n, m.to(torch.bool).numpy().tobytes()) for n, m in masks.items())

@@ -8,7 +8,9 @@ from testbed.flops import forward_flops_per_sample
 from testbed.models import MODELS
 from testbed.models.cnn import CNN512, FedLPSCNN
 from testbed.models.units import prunable_layers
-from testbed.submodel import keep_count, submodel_flops, unit_masks, update_mask
+from testbed.payload import UnitMasked, transmit
+from testbed.submodel import (SubmodelCosts, entry_masks, keep_count, structure, submodel_flops, unit_masks,
+                              update_mask)
 
 
 def _idx(mask):
@@ -180,3 +182,149 @@ def test_structured_rejects_recurrent_models():
     masks = unit_masks(params, prunable_layers(model), 0.5, "ordered")
     with pytest.raises(NotImplementedError, match="feed-forward"):
         submodel_flops(model, torch.zeros(1, 80, dtype=torch.long), masks, structured=True)
+    with pytest.raises(NotImplementedError, match="feed-forward"):
+        structure(model, torch.zeros(1, 80, dtype=torch.long), masks)
+
+
+def test_fvcore_count_is_traced_once_per_model_and_sample_shape(monkeypatch):
+    import testbed.submodel as submodel
+
+    calls = []
+    monkeypatch.setattr(submodel, "flop_counts", lambda model, example: calls.append(example.shape) or (1, {}))
+    model = FedLPSCNN()
+    masks = _ordered(model, 0.5)
+    for structured in (False, True, True):
+        submodel_flops(model, EXAMPLE, masks, structured=structured)
+    submodel_flops(model, EXAMPLE.repeat(4, 1, 1, 1), masks, structured=False)  # the batch size does not matter
+    assert len(calls) == 1
+    submodel_flops(model, torch.zeros(1, 1, 32, 32), masks, structured=False)
+    submodel_flops(FedLPSCNN(), EXAMPLE, masks, structured=False)
+    assert len(calls) == 3
+
+
+def _first(n, k):
+    return torch.arange(n) < k
+
+
+def test_structure_of_fedlps_cnn_at_half_by_hand():
+    model = MODELS["cnn_fedlps"]((1, 28, 28), 10, 1.0)
+    struct = structure(model, EXAMPLE, _ordered(model, 0.5))
+    assert list(struct) == [f"{layer}.{p}" for layer in ("conv1", "conv2", "fc1", "fc2") for p in ("weight", "bias")]
+    expected = {  # (kept rows, live columns) of each weight: rows 5/10, 10/20, 25/50, and all 10 classes
+        "conv1": (_first(10, 5), _first(1, 1)),     # the image channel
+        "conv2": (_first(20, 10), _first(10, 5)),   # the 5 kept conv1 channels
+        "fc1": (_first(50, 25), _first(320, 160)),  # 10 kept conv2 channels x 4 x 4 positions, flattened (C, H, W)
+        "fc2": (_first(10, 10), _first(50, 25)),    # the 25 kept fc1 units
+    }
+    for layer, (rows, cols) in expected.items():
+        assert torch.equal(struct[f"{layer}.weight"][0], rows) and torch.equal(struct[f"{layer}.weight"][1], cols)
+        assert torch.equal(struct[f"{layer}.bias"][0], rows) and struct[f"{layer}.bias"][1] is None
+    entries = entry_masks(dict(model.named_parameters()), struct)
+    assert entries["fc1.weight"].shape == (50, 320) and int(entries["fc1.weight"].sum()) == 25 * 160
+    assert int(entries["conv2.weight"].sum()) == 10 * 5 * 25 and entries["conv2.weight"][0, 5].sum() == 0
+
+
+def test_structured_payload_of_fedlps_cnn_at_half_by_hand():
+    model = FedLPSCNN()
+    params = {name: p.detach() for name, p in model.named_parameters()}
+    struct = structure(model, EXAMPLE, _ordered(model, 0.5))
+    codec = UnitMasked.structured(struct)
+    assert set(codec.masks) == {"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "fc1.weight", "fc1.bias"}
+    assert set(codec.columns) == {"conv2.weight", "fc1.weight", "fc2.weight"}  # conv1 reads the whole image
+    # bitmasks: conv1 rows ceil(10/8) = 2 (weight) + 2 (bias); conv2 rows 3 + 3, columns ceil(10/8) = 2;
+    # fc1 rows ceil(50/8) = 7 + 7, columns ceil(320/8) = 40; fc2 columns ceil(50/8) = 7; fc2.bias dense
+    bitmasks = 2 + 2 + 3 + 3 + 2 + 7 + 7 + 40 + 7
+    # entries: conv1 5x1x25 + 5, conv2 10x5x25 + 10, fc1 25x160 + 25, fc2 10x25 + 10 (= FedLPSCNN(width=0.5))
+    entries = 125 + 5 + 1250 + 10 + 4000 + 25 + 250 + 10
+    assert bitmasks == 73 and entries == 5675 == sum(p.numel() for p in FedLPSCNN(width=0.5).parameters())
+    shapes = {name: p.shape for name, p in params.items()}
+    assert codec.nbytes(shapes) == 73 + 4 * 5675 == 22_773
+    assert UnitMasked.structured(struct, "float16").nbytes(shapes) == 73 + 2 * 5675 == 11_423
+    out = transmit(codec, params)  # checks the encoded size against nbytes
+    keep = entry_masks(params, struct)
+    for name, p in params.items():
+        assert torch.equal(out[name], p * keep[name]), name  # kept entries exact, dropped ones zero
+
+
+def test_full_structure_travels_dense():
+    model = FedLPSCNN()
+    codec = UnitMasked.structured(structure(model, EXAMPLE, _ordered(model, 1.0)))
+    assert codec.masks == {} and codec.columns == {}
+
+
+def _shrunk_copy(small: nn.Module, big: nn.Module, struct) -> nn.Module:
+    """`small` with every parameter copied from `big`'s kept rows and live columns."""
+    big_params = dict(big.named_parameters())
+    with torch.no_grad():
+        for name, p in small.named_parameters():
+            rows, cols = struct[name]  # every parameter of these models is sliced
+            t = big_params[name][rows]
+            p.copy_(t if cols is None else t[:, cols])
+    return small
+
+
+def _masked_logits(model, struct, x):
+    params = dict(model.named_parameters())
+    keep = entry_masks(params, struct)
+    masked = {name: p * keep[name] if name in keep else p for name, p in params.items()}
+    return torch.func.functional_call(model, masked, (x,))
+
+
+@pytest.mark.parametrize("pattern, kw", [("ordered", {}), ("random", {"rng": np.random.default_rng(5)})])
+def test_entry_masks_run_the_width_scaled_fedlps_cnn(pattern, kw):
+    torch.manual_seed(0)
+    model = MODELS["cnn_fedlps"]((1, 28, 28), 10, 1.0)
+    params = dict(model.named_parameters())
+    struct = structure(model, EXAMPLE, unit_masks(params, prunable_layers(model), 0.5, pattern, **kw))
+    small = _shrunk_copy(MODELS["cnn_fedlps"]((1, 28, 28), 10, 0.5), model, struct)
+    x = torch.randn(4, 1, 28, 28)
+    with torch.no_grad():
+        torch.testing.assert_close(_masked_logits(model, struct, x), small(x))
+
+
+def test_structure_of_vgg11_at_quarter_keeps_the_live_batchnorm_channels():
+    torch.manual_seed(0)
+    model = MODELS["vgg11"]((3, 32, 32), 10, 1.0)
+    masks = _ordered(model, 0.25)
+    struct = structure(model, torch.zeros(1, 3, 32, 32), masks)
+    convs = [(i, m) for i, m in enumerate(model.features) if isinstance(m, nn.Conv2d)]
+    assert [m.out_channels for _, m in convs] == [64, 128, 256, 256, 512, 512, 512, 512]
+    in_kept = 3  # the image's channels
+    for i, conv in convs:
+        kept = conv.out_channels // 4
+        rows, cols = struct[f"features.{i}.weight"]
+        assert torch.equal(rows, _first(conv.out_channels, kept))
+        assert torch.equal(cols, _first(conv.in_channels, in_kept))
+        for p in ("weight", "bias"):  # the BatchNorm right after the conv holds its kept channels only
+            channels, none = struct[f"features.{i + 1}.{p}"]
+            assert torch.equal(channels, _first(conv.out_channels, kept)) and none is None
+        in_kept = kept
+    rows, cols = struct["classifier.weight"]  # 512 x 1 x 1 features at 32x32: 128 live, all 10 classes kept
+    assert torch.equal(rows, _first(10, 10)) and torch.equal(cols, _first(512, 128))
+    codec = UnitMasked.structured(struct)
+    assert "features.1.weight" in codec.masks and "classifier.weight" not in codec.masks
+    small = _shrunk_copy(MODELS["vgg11"]((3, 32, 32), 10, 0.25), model, struct)
+    x = torch.randn(4, 3, 32, 32)
+    with torch.no_grad():  # batch statistics in eval too: dead channels are 0 and stay 0 through their zeroed BN
+        torch.testing.assert_close(_masked_logits(model, struct, x), small(x))
+
+
+def test_groupnorm_kills_no_live_channel_in_the_probe():
+    """GroupNorm normalizes a channel against its group, so on the probe's positive features it would send some
+    live channels below zero, where ReLU kills them (126 of 128 classifier inputs found live before the fix)."""
+    model = MODELS["vgg11_gn"]((3, 32, 32), 10, 1.0)
+    example = torch.zeros(1, 3, 32, 32)
+    masks = _ordered(model, 0.25)
+    assert torch.equal(structure(model, example, masks)["classifier.weight"][1], _first(512, 128))
+    expected = forward_flops_per_sample(MODELS["vgg11_gn"]((3, 32, 32), 10, 0.25), example)
+    assert submodel_flops(model, example, masks, structured=True) == expected
+
+
+def test_submodel_costs_answer_for_the_model_and_one_sample():
+    model = FedLPSCNN()
+    costs = SubmodelCosts(model, torch.zeros(16, 1, 28, 28))
+    assert costs.units == {"conv1.weight": 10, "conv2.weight": 20, "fc1.weight": 50}
+    masks = _ordered(model, 0.5)
+    assert costs.forward_flops(masks, structured=True) == 72000 + 80000 + 4000 + 250
+    assert costs.forward_flops(masks, structured=False) == 72000 + 160000 + 8000 + 500
+    assert int(costs.structure(masks)["fc1.weight"][1].sum()) == 160

@@ -42,3 +42,39 @@ def test_unit_masked_byte_count_and_layout_by_hand():
     out = transmit(codec, tensors)
     assert out["w"].tolist() == [[0, 1, 2], [0, 0, 0], [6, 7, 8], [9, 10, 11], [0, 0, 0]]
     assert torch.equal(out["b"], tensors["b"])
+
+
+def test_unit_masked_columns_byte_count_and_layout_by_hand():
+    from testbed.payload import UnitMasked
+
+    conv = torch.arange(24.0).reshape(3, 4, 2)  # rows x columns x a trailing dim
+    fc = torch.arange(10.0).reshape(1, 10)
+    codec = UnitMasked({"conv": torch.tensor([True, False, True])}, "float32",
+                       columns={"conv": torch.tensor([False, True, True, False]), "fc": torch.arange(10) % 3 == 0})
+    tensors = {"conv": conv, "fc": fc, "b": torch.tensor([1.0, 2.0])}
+    shapes = {k: v.shape for k, v in tensors.items()}
+    # conv: 1 byte of rows + 1 byte of columns + 2 rows x 2 columns x 2 x 4 bytes = 34;
+    # fc: no row mask, ceil(10/8) = 2 bytes of columns (0, 3, 6, 9) + 1 x 4 x 4 bytes = 18; b dense: 8
+    assert codec.nbytes(shapes) == 34 + 18 + 8
+    assert UnitMasked(codec.masks, "float16", codec.columns).nbytes(shapes) == (2 + 8 * 2) + (2 + 4 * 2) + 2 * 2
+    payload = codec.encode(tensors)
+    assert len(payload) == 60
+    assert payload[0] == 0b10100000 and payload[1] == 0b01100000  # rows 0, 2; columns 1, 2
+    assert payload[34:36] == bytes([0b10010010, 0b01000000])  # columns 0, 3, 6 | 9
+    out = transmit(codec, tensors)
+    assert out["conv"][0].tolist() == [[0, 0], [2, 3], [4, 5], [0, 0]]
+    assert out["conv"][2].tolist() == [[0, 0], [18, 19], [20, 21], [0, 0]]
+    assert out["conv"][1].abs().sum() == 0
+    assert out["fc"].tolist() == [[0, 0, 0, 3, 0, 0, 6, 0, 0, 9]]
+    assert torch.equal(out["b"], tensors["b"])
+
+
+def test_unit_masked_structured_sends_a_bitmask_only_where_something_is_dropped():
+    from testbed.payload import UnitMasked
+
+    all_rows, half = torch.ones(4, dtype=torch.bool), torch.tensor([True, True, False, False])
+    codec = UnitMasked.structured({"w": (half, torch.ones(3, dtype=torch.bool)), "head": (all_rows, half),
+                                   "norm": (half, None), "bias": (all_rows, None)}, "float16")
+    assert set(codec.masks) == {"w", "norm"} and set(codec.columns) == {"head"} and codec.dtype == "float16"
+    shapes = {"w": torch.Size([4, 3]), "head": torch.Size([4, 4]), "norm": torch.Size([4]), "bias": torch.Size([4])}
+    assert codec.nbytes(shapes) == (1 + 2 * 3 * 2) + (1 + 4 * 2 * 2) + (1 + 2 * 2) + 4 * 2
