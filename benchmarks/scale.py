@@ -44,7 +44,7 @@ class ZeroExecutor:
         if not jobs:
             return []
         first = jobs[0]
-        result = strategy.finish(first.task, first.params, first.params, 0.0)
+        result = strategy.finish(first.task, first.params, first.params, {"train_loss": 0.0}, {})
         return [result] * len(jobs)
 
     def close(self) -> None:

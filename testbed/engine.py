@@ -20,7 +20,7 @@ import numpy as np
 import simpy
 import torch
 
-from testbed.algorithms.base import Arrival, Failure, RoundContext, Task
+from testbed.algorithms.base import Arrival, Failure, RoundContext, Task, Timeline
 from testbed.errors import TestbedError
 from testbed.execution import TrainJob, evaluate, score
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
@@ -28,26 +28,6 @@ from testbed.payload import transmit
 from testbed.scenario import Experiment, Purpose, stream
 
 PHASES = ("download", "compute", "upload")
-
-
-@dataclass(frozen=True)
-class Timeline:
-    """What one task costs: bytes, FLOPs, and the seconds each phase takes on its device."""
-
-    bytes_down: int
-    flops: int
-    bytes_up: int
-    latency_s: float
-    down_Bps: float
-    up_Bps: float
-    seconds: tuple[float, float, float]  # download, compute, upload
-
-    def spent(self, phase: str, elapsed_s: float, full: bool) -> tuple[int, int]:
-        """(bytes, FLOPs) spent in `phase`: all of it if `full`, else linear in `elapsed_s` after the latency."""
-        if phase == "compute":
-            return 0, self.flops if full else int(self.flops * elapsed_s / self.seconds[1])
-        total, rate = (self.bytes_down, self.down_Bps) if phase == "download" else (self.bytes_up, self.up_Bps)
-        return (total if full else min(total, int(max(0.0, elapsed_s - self.latency_s) * rate))), 0
 
 
 @dataclass(frozen=True)
@@ -135,13 +115,21 @@ class Engine:
         keep = torch.from_numpy(np.sort(rng.choice(len(data.test_y), cap, replace=False)))
         return data.test_x[keep], data.test_y[keep]
 
-    def _evaluate(self, params) -> dict[str, float]:
-        """Global test accuracy and loss; with local test sets, the mean and 10th percentile over devices."""
-        accuracy, loss = evaluate(self.exp.model, params, self.test_x, self.test_y)
+    def _evaluate(self, state) -> dict[str, float]:
+        """The global model's test accuracy and loss; with local test sets, each device's accuracy on its own
+        test data (mean and 10th percentile over devices), with its personal model where the strategy keeps one
+        (FedLPS's sparse models) and the global model otherwise."""
+        model, params = self.exp.model, state.params
+        accuracy, loss = evaluate(model, params, self.test_x, self.test_y)
         scores = {"accuracy": accuracy, "loss": loss}
         clients = self.exp.clients
         if clients.local_test_x is not None:
-            correct, _ = score(self.exp.model, params, clients.local_test_x, clients.local_test_y)
+            correct, _ = score(model, params, clients.local_test_x, clients.local_test_y)
+            personal = getattr(self.exp.strategy, "personal_models", None)
+            for d, own in (personal(state) if personal else {}).items():
+                rows = torch.from_numpy(np.flatnonzero(clients.local_test_owner == d))
+                if len(rows):
+                    correct[rows.numpy()] = score(model, own, clients.local_test_x[rows], clients.local_test_y[rows])[0]
             sizes = clients.local_test_sizes()
             per_device = np.bincount(clients.local_test_owner, weights=correct, minlength=len(sizes))[sizes > 0]
             per_device = per_device / sizes[sizes > 0]
@@ -177,6 +165,7 @@ class Engine:
         cfg, fleet, strategy = self.cfg, self.exp.fleet, self.exp.strategy
         state = strategy.init(self.params)
         selection = np.random.default_rng(stream(cfg.seed, Purpose.SELECTION))
+        strategy_rng = np.random.default_rng(stream(cfg.seed, Purpose.STRATEGY))
         for r in range(1, cfg.stop.max_rounds + 1):
             if cfg.stop.max_sim_time_s is not None and env.now >= cfg.stop.max_sim_time_s:
                 return
@@ -188,19 +177,19 @@ class Engine:
                 yield env.timeout(wake - env.now)
                 online = np.flatnonzero(fleet.availability.online_at(env.now))
             t_start = env.now
-            ctx = RoundContext(r, online, cfg.round.n_select, self.num_samples, fleet)
+            ctx = RoundContext(r, online, cfg.round.n_select, self.num_samples, fleet, strategy_rng)
             tasks = {t.device: t for t in strategy.configure(state, ctx, selection)}
             capacity = fleet.train_flops_per_s(r)
             timelines = {d: self.timeline(t, float(capacity[d])) for d, t in tasks.items()}
             offline_at = {d: fleet.availability.online_until(d, t_start) for d in tasks}
             play = yield env.process(play_round(env, timelines, offline_at, cfg.round.clients_per_round,
                                                 cfg.round.deadline_s))
-            state, metrics = strategy.aggregate(state, r, self._train(state, tasks, play.kept),
+            state, metrics = strategy.aggregate(state, r, self._train(state, tasks, timelines, play.kept),
                                                 [Failure(d, why) for d, why in sorted(play.cut.items())])
             record = self._record(r, t_start, len(online), tasks, timelines, play, metrics)
             evaluated = r % cfg.eval.every_rounds == 0 or r == cfg.stop.max_rounds
             if evaluated:
-                record |= self._evaluate(state.params)
+                record |= self._evaluate(state)
             self.on_round(record, self._event_rows(r, play, tasks))  # written before any error below
             if evaluated and not math.isfinite(record["loss"]):
                 raise TestbedError(f"round {r}: the global model diverged (test loss {record['loss']}); "
@@ -209,7 +198,7 @@ class Engine:
             if cfg.stop.stop_at_target and target is not None and record.get("accuracy", 0.0) >= target:
                 return
 
-    def _train(self, state, tasks: dict[int, Task], kept: list[int]) -> list[Arrival]:
+    def _train(self, state, tasks: dict[int, Task], timelines: dict[int, Timeline], kept: list[int]) -> list[Arrival]:
         """Real training of the kept tasks only, each on the model as its codec delivered it."""
         received = {}
         jobs = []
@@ -218,10 +207,17 @@ class Engine:
             if codec not in received:
                 received[codec] = transmit(codec, state.params)
             jobs.append(TrainJob(tasks[d], received[codec], self.exp.clients.train[d],
-                                 stream(self.cfg.seed, Purpose.TRAINING, tasks[d].round, d), tasks[d].extras))
+                                 stream(self.cfg.seed, Purpose.TRAINING, tasks[d].round, d)))
         results = self.exp.executor.train(self.exp.strategy, jobs)
-        return [Arrival(job.task.device, job.task.num_samples, transmit(job.task.up, update), metrics)
-                for job, (update, metrics) in zip(jobs, results)]
+        arrivals = []
+        for job, result in zip(jobs, results):
+            d, up = job.task.device, result.up or job.task.up
+            if up.nbytes(self.shapes) != timelines[d].bytes_up:  # the clock was planned with the task's codec
+                raise AssertionError(f"device {d}: uploads {up.nbytes(self.shapes)} bytes, "
+                                     f"the round was planned with {timelines[d].bytes_up}")
+            arrivals.append(Arrival(d, job.task.num_samples, transmit(up, result.update), result.metrics,
+                                    result.local_state, timelines[d], job.task))
+        return arrivals
 
     def _record(self, r, t_start, n_online, tasks, timelines, play: RoundPlay, metrics) -> dict:
         spent = {"bytes_down": 0, "bytes_up": 0, "flops": 0, "wasted_bytes": 0, "wasted_flops": 0}

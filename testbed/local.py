@@ -1,16 +1,17 @@
 """Local training, written once for every executor.
 
-A strategy supplies an objective (params, anchor, x, y, extras) -> loss and a local optimizer (elementwise pure
-rules from rules.py); this module supplies the minibatch schedule and two loops that apply them: one client at
+A strategy supplies an objective (params, anchor, x, y, extras) -> (loss, aux) and a local optimizer (elementwise
+pure rules from rules.py); this module supplies the minibatch schedule and two loops that apply them: one client at
 a time (serial executor) or many clients stacked along a leading dimension (batched executor, torch.func.vmap).
 Both loops draw each epoch's sample order from the client's own (device, round) generator, so they train on
 the same minibatches in the same order.
 
 Per-client inputs travel in `extras`, a dict of tensors (stacked per client under vmap): the objective reads
-what it needs (a submodel's mask, say), and an entry `update_mask` ({parameter name: 0/1 tensor}) keeps the
-masked entries at their values through every step (weight decay and momentum included), as FedLPS restores
-pruned weights after each step. A client's optimizer state (momentum, moments)
-can be given and is returned, so a strategy can keep it across rounds.
+what it needs (a submodel's mask, say). Its `aux` is a dict of tensors: `accuracy` (the minibatch's, averaged
+into the round's train accuracy, P-UCBV's a_k^r) and optionally `update_mask` ({parameter name: 0/1 tensor}),
+which keeps the masked entries at their values through this step (weight decay and momentum included), as FedLPS
+restores pruned weights after each step; the objective computes it, so a mask may change from step to step.
+A client's optimizer state (momentum, moments) can be given and is returned, so a strategy can keep it.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from torch.func import grad_and_value, vmap
 from testbed import rules
 from testbed.algorithms.base import Params
 
-Objective = Callable[[Params, Params, torch.Tensor, torch.Tensor, dict], torch.Tensor]  # (params, anchor, x, y, extras)
-Trained = tuple[Params, float, Params]  # parameters, mean batch loss, optimizer state
+Objective = Callable[[Params, Params, torch.Tensor, torch.Tensor, dict], tuple[torch.Tensor, dict]]
+Trained = tuple[Params, dict[str, float], Params]  # parameters, {train_loss, train_accuracy}, optimizer state
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,9 @@ def minibatches(num_samples: int, cfg: LocalSGD, rng: np.random.Generator) -> li
             for batch in torch.from_numpy(rng.permutation(num_samples)).split(cfg.batch_size)]
 
 
-def _frozen(old: Params, new: Params, extras: dict) -> Params:
-    """`new`, except where extras['update_mask'] is 0: there the entry keeps its `old` value, exactly."""
-    mask = extras.get("update_mask", {})
+def _frozen(old: Params, new: Params, aux: dict) -> Params:
+    """`new`, except where aux['update_mask'] is 0: there the entry keeps its `old` value, exactly."""
+    mask = aux.get("update_mask", {})
     return {n: old[n] + mask[n] * (v - old[n]) if n in mask else v for n, v in new.items()}
 
 
@@ -82,18 +83,20 @@ def train_one(objective: Objective, params: Params, x: torch.Tensor, y: torch.Te
     Gradients come from plain autograd here: torch.func's transforms cost about 1.4x per step on small
     models (benchmarks/RESULTS.md) and are only needed to vmap over clients."""
     extras = extras or {}
-    anchor, losses = params, []
+    anchor, losses, accuracies = params, [], []
     state = cfg.init(params) if state is None else state
     params = {n: p.detach().requires_grad_() for n, p in params.items()}
     for batch in minibatches(len(y), cfg, rng):
-        loss = objective(params, anchor, x[batch], y[batch], extras)
+        loss, aux = objective(params, anchor, x[batch], y[batch], extras)
         grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
         with torch.no_grad():
             new, state = cfg.step(params, grads, state)
-            new = _frozen(params, new, extras)
+            new = _frozen(params, new, aux)
         params = {n: p.requires_grad_() for n, p in new.items()}
         losses.append(loss.item())
-    return {n: p.detach() for n, p in params.items()}, float(np.mean(losses)), state
+        accuracies.append(float(aux["accuracy"]))
+    stats = {"train_loss": float(np.mean(losses)), "train_accuracy": float(np.mean(accuracies))}
+    return {n: p.detach() for n, p in params.items()}, stats, state
 
 
 def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Tensor], ys: list[torch.Tensor],
@@ -108,8 +111,8 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
     schedules = [minibatches(len(y), cfg, rng) for y, rng in zip(ys, rngs)]
     stacked, state, extra = _stack(params), _stack(states), _stack(extras)
     anchor = stacked
-    step = vmap(grad_and_value(objective))
-    loss_sums, loss_counts = [0.0] * n_clients, [0] * n_clients
+    step = vmap(grad_and_value(objective, has_aux=True))
+    loss_sums, accuracy_sums, steps = [0.0] * n_clients, [0.0] * n_clients, [0] * n_clients
     for t in range(max(len(s) for s in schedules)):
         by_size: dict[int, list[int]] = {}
         for client, schedule in enumerate(schedules):
@@ -121,18 +124,20 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
             take = (lambda tree: tree) if everyone else (lambda tree: _tree(tree, lambda v: v[rows]))
             x = torch.stack([xs[c][schedules[c][t]] for c in clients])
             y = torch.stack([ys[c][schedules[c][t]] for c in clients])
-            group_extras = take(extra)
-            grads, losses = step(take(stacked), take(anchor), x, y, group_extras)
+            grads, (losses, aux) = step(take(stacked), take(anchor), x, y, take(extra))
             old = take(stacked)
             new, new_state = cfg.step(old, grads, take(state))
-            new = _frozen(old, new, group_extras)
+            new = _frozen(old, new, aux)
             if everyone:
                 stacked, state = new, new_state
             else:
                 stacked = {n: v.index_copy(0, rows, new[n]) for n, v in stacked.items()}
                 state = {n: v.index_copy(0, rows, new_state[n]) for n, v in state.items()}
-            for client, loss in zip(clients, losses.tolist()):
+            for client, loss, accuracy in zip(clients, losses.tolist(), aux["accuracy"].tolist()):
                 loss_sums[client] += loss
-                loss_counts[client] += 1
-    return [({n: v[i] for n, v in stacked.items()}, loss_sums[i] / loss_counts[i], {n: v[i] for n, v in state.items()})
+                accuracy_sums[client] += accuracy
+                steps[client] += 1
+    return [({n: v[i] for n, v in stacked.items()},
+             {"train_loss": loss_sums[i] / steps[i], "train_accuracy": accuracy_sums[i] / steps[i]},
+             {n: v[i] for n, v in state.items()})
             for i in range(n_clients)]

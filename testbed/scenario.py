@@ -15,11 +15,10 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 import torch
 import yaml
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
+from pydantic import (BaseModel, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
                       PositiveInt, ValidationError, ValidationInfo, field_validator, model_validator)
 
 import devices
-from testbed.algorithms import FedAvg, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi
 from testbed.data import DATASETS, PARTITIONERS, Dataset
 from testbed.data.clients import ClientData, assign
 from testbed.errors import TestbedError
@@ -27,30 +26,9 @@ from testbed.execution import EXECUTORS
 from testbed.local import LocalSGD
 from testbed.models import MODELS
 from testbed.payload import CODECS
-
-Fraction = Annotated[float, Field(ge=0, lt=1)]
-Capability = Annotated[float, Field(gt=0, le=1)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def registered(kind: str, registry) -> type[str]:
-    """A string that must name an entry of `registry`; the error lists the choices."""
-
-    def check(name: str) -> str:
-        if name not in registry:
-            raise ValueError(f"unknown {kind} '{name}'; choose one of: {', '.join(sorted(registry))}")
-        return name
-
-    return Annotated[str, AfterValidator(check)]
-
-
-def relative_to_scenario(path: Path, info: ValidationInfo) -> Path:
-    """A path from the YAML: absolute as given, relative to the scenario file's folder otherwise."""
-    return path if path.is_absolute() else Path((info.context or {}).get("base_dir", ".")) / path
-
+from testbed.schema.algorithms import Algorithm, Build
+from testbed.schema.common import Capability, Fraction, Strict, registered, relative_to_scenario
+from testbed.submodel import SubmodelCosts
 
 # ---- devices -------------------------------------------------------------------------------------------
 class AlwaysOn(Strict):
@@ -248,65 +226,6 @@ class Codec(Strict):
     up: registered("codec", CODECS) = "fp32"
 
 
-# ---- algorithms: one small model each, that builds its Strategy -----------------------------------------
-class FedAvgConfig(Strict):
-    name: Literal["fedavg"]
-
-    def strategy(self, client: LocalSGD, codec: Codec):
-        return FedAvg(client, down=CODECS[codec.down], up=CODECS[codec.up])
-
-
-class FedProxConfig(Strict):
-    name: Literal["fedprox"]
-    mu: NonNegativeFloat = 0.01
-
-    def strategy(self, client: LocalSGD, codec: Codec):
-        return FedAvg(client, proximal_mu=self.mu, down=CODECS[codec.down], up=CODECS[codec.up])
-
-
-class FedAvgMConfig(Strict):
-    name: Literal["fedavgm"]
-    server_lr: PositiveFloat = 1.0
-    server_momentum: Fraction = 0.9
-
-    def strategy(self, client: LocalSGD, codec: Codec):
-        return FedAvg(client, ServerSGD(self.server_lr, self.server_momentum), down=CODECS[codec.down],
-                      up=CODECS[codec.up])
-
-
-class FedAdagradConfig(Strict):
-    name: Literal["fedadagrad"]
-    server_lr: PositiveFloat = 0.01   # Reddi et al. tune it per task; 1e-2 is a common start
-    beta1: Fraction = 0.0
-    tau: PositiveFloat = 1e-3
-
-    def _server(self):
-        return ServerAdagrad(self.server_lr, self.beta1, tau=self.tau)
-
-    def strategy(self, client: LocalSGD, codec: Codec):
-        return FedAvg(client, self._server(), down=CODECS[codec.down], up=CODECS[codec.up])
-
-
-class FedAdamConfig(FedAdagradConfig):
-    name: Literal["fedadam"]
-    beta1: Fraction = 0.9
-    beta2: Fraction = 0.99
-
-    def _server(self):
-        return ServerAdam(self.server_lr, self.beta1, self.beta2, self.tau)
-
-
-class FedYogiConfig(FedAdamConfig):
-    name: Literal["fedyogi"]
-
-    def _server(self):
-        return ServerYogi(self.server_lr, self.beta1, self.beta2, self.tau)
-
-
-Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdamConfig,
-                            FedYogiConfig], Field(discriminator="name")]
-
-
 # ---- the run ------------------------------------------------------------------------------------------
 class Round(Strict):
     clients_per_round: PositiveInt            # K: updates the server waits for
@@ -461,7 +380,7 @@ def describe(err: ValidationError) -> str:
 class Purpose:
     """Independent random streams, one per purpose, spawned from the scenario seed."""
 
-    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION, CLIENT_SPLIT, EVALUATION = range(7)
+    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION, CLIENT_SPLIT, EVALUATION, STRATEGY = range(8)
 
 
 def stream(seed: int, *key: int) -> np.random.SeedSequence:
@@ -502,6 +421,8 @@ def build(scenario: Scenario) -> Experiment:
     torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
     model = MODELS[scenario.model.name](dataset.sample_shape, dataset.num_classes, scenario.model.width)
     client = LocalSGD(**scenario.client.model_dump())
-    strategy = scenario.algorithm.strategy(client, scenario.codec)
+    strategy = scenario.algorithm.strategy(Build(
+        client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
+        scenario.round.clients_per_round, SubmodelCosts(model, dataset.train_x[:1])))
     executor = EXECUTORS[scenario.executor.kind](model, dataset, **scenario.executor.model_dump(exclude={"kind"}))
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor)

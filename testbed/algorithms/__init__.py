@@ -1,6 +1,12 @@
-from testbed.algorithms.base import (Arrival, Failure, RoundContext, ServerState, Strategy, Task,
-                                     select_uniform, weighted_mean)
+from testbed.algorithms.base import (Arrival, Failure, Result, RoundContext, ServerState, Strategy, Task, Timeline,
+                                     holder_mean, select_uniform, weighted_mean)
 from testbed.algorithms.fedavg import FedAvg, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi
+from testbed.algorithms.fedlps import FedLPS
+from testbed.algorithms.partial import PartialModel
+from testbed.algorithms.ratios import (EUCB, PUCBV, CapabilityRatio, Feedback, FixedRatio, LevelsUpToCapability,
+                                       xi_for)
 
-__all__ = ["Arrival", "Failure", "RoundContext", "ServerState", "Strategy", "Task", "select_uniform",
-           "weighted_mean", "FedAvg", "ServerAdagrad", "ServerAdam", "ServerSGD", "ServerYogi"]
+__all__ = ["Arrival", "Failure", "Result", "RoundContext", "ServerState", "Strategy", "Task", "Timeline",
+           "holder_mean", "select_uniform", "weighted_mean", "FedAvg", "ServerAdagrad", "ServerAdam", "ServerSGD",
+           "ServerYogi", "FedLPS", "PartialModel", "EUCB", "PUCBV", "CapabilityRatio", "Feedback", "FixedRatio",
+           "LevelsUpToCapability", "xi_for"]

@@ -5,13 +5,19 @@ Flower's configure/aggregate with explicit failures:
     init(params) -> ServerState
     configure(state, ctx, rng) -> list[Task]              # who trains, on what terms (the server sees the fleet)
     client                                                # the local optimizer: schedule and pure update rule
-    objective(loss_fn) -> (params, anchor, x, y, extras) -> loss    # what a device minimises; anchor = model received
-    finish(task, trained, received, mean_loss, opt_state) -> (update, metrics)   # what a device sends back
+    objective(loss_fn) -> (params, anchor, x, y, extras) -> (loss, aux)   # what a device minimises
+    finish(task, trained, received, stats, opt_state) -> Result       # what a device sends back, and keeps
     aggregate(state, round, arrivals, failures) -> (ServerState, metrics)
+    personal_models(state) -> {device: params}                        # optional: devices' own models, evaluated
+                                                                      # on their own test data
 Executors own the training loops (testbed/local.py), so a strategy is written once for all of them.
+Per-device state (importance scores, bandit agents, personal models) lives in ServerState.clients, keyed by
+device id: the server's copy of what each device keeps. What a device keeps between rounds never travels, so it
+costs no bytes; what it uploads goes through its codec.
 """
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -21,13 +27,34 @@ import torch
 from testbed.payload import Dense, UnitMasked
 
 Params = dict[str, torch.Tensor]
-LossFn = Callable[[Params, torch.Tensor, torch.Tensor], torch.Tensor]
+LossFn = Callable[[Params, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # -> (loss, accuracy)
 
 
 @dataclass(frozen=True)
 class ServerState:
     params: Params
     optimizer: dict[str, Params] = field(default_factory=dict)  # server optimizer moments, by name
+    clients: MutableMapping[int, dict] = field(default_factory=dict)  # per-device state (a ClientStore may spill)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What one task costs: bytes, FLOPs, and the seconds each phase takes on its device."""
+
+    bytes_down: int
+    flops: int
+    bytes_up: int
+    latency_s: float
+    down_Bps: float
+    up_Bps: float
+    seconds: tuple[float, float, float]  # download, compute, upload
+
+    def spent(self, phase: str, elapsed_s: float, full: bool) -> tuple[int, int]:
+        """(bytes, FLOPs) spent in `phase`: all of it if `full`, else linear in `elapsed_s` after the latency."""
+        if phase == "compute":
+            return 0, self.flops if full else int(self.flops * elapsed_s / self.seconds[1])
+        total, rate = (self.bytes_down, self.down_Bps) if phase == "download" else (self.bytes_up, self.up_Bps)
+        return (total if full else min(total, int(max(0.0, elapsed_s - self.latency_s) * rate))), 0
 
 
 @dataclass(frozen=True)
@@ -39,6 +66,8 @@ class RoundContext:
     n_select: int             # how many to pick (over-commit included)
     num_samples: np.ndarray   # training samples of every device
     fleet: Any                # devices.Fleet: profiles, tiers, availability (P-UCBV reads it)
+    strategy_rng: np.random.Generator | None = None   # the strategy's own draws (ratios, masks), apart from
+                                                      # selection's, so that methods select alike for a seed
 
 
 @dataclass(frozen=True)
@@ -51,7 +80,20 @@ class Task:
     up: Dense | UnitMasked    # codec of the update it sends back
     ratio: float | None = None            # the device's sparse ratio this round (submodel methods)
     forward_flops: int | None = None      # forward multiply-adds per sample of its submodel (None: the model's)
-    extras: dict = field(default_factory=dict)  # per-client tensors for its training, e.g. an update_mask
+    extras: dict = field(default_factory=dict)  # per-client tensors the objective reads, e.g. a mask
+    local: Params = field(default_factory=dict)  # tensors the device holds and trains with the model (FedLPS's
+                                                 # importance scores); they never travel
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a device's training produced."""
+
+    update: Params                    # what it uploads, before encoding
+    metrics: dict[str, float]
+    local_state: dict | None = None   # what it keeps for later rounds (stored in ServerState.clients)
+    up: Any = None                    # the codec it uploads with, when its pattern is known only after training
+                                      # (FedLPS's learned mask); its size must equal the planned task.up's
 
 
 @dataclass(frozen=True)
@@ -60,6 +102,9 @@ class Arrival:
     num_samples: int
     update: Params           # as the server decoded it
     metrics: dict[str, float]
+    local_state: dict | None = None
+    timeline: Timeline | None = None   # what the task cost the device (P-UCBV's T_k, FedMP's round time)
+    task: Task | None = None           # what the server asked of it (its ratio, the submodel it sent)
 
 
 @dataclass(frozen=True)
@@ -74,8 +119,8 @@ class Strategy(Protocol):
     def init(self, params: Params) -> ServerState: ...
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]: ...
     def objective(self, loss_fn: LossFn) -> Callable[..., torch.Tensor]: ...
-    def finish(self, task: Task, trained: Params, received: Params, mean_loss: float,
-               opt_state: Params) -> tuple[Params, dict[str, float]]: ...
+    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
+               opt_state: Params) -> Result: ...
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
                   failures: list[Failure]) -> tuple[ServerState, dict[str, float]]: ...
 
@@ -89,3 +134,17 @@ def weighted_mean(tensors: list[Params], weights: list[float]) -> Params:
     w = torch.tensor(weights, dtype=torch.float32)
     w = w / w.sum()
     return {name: torch.tensordot(w, torch.stack([t[name] for t in tensors]), dims=1) for name in tensors[0]}
+
+
+def holder_mean(tensors: list[Params], held: list[Params], weights: list[float]) -> Params:
+    """Entry by entry, the weighted mean over the tensors that hold the entry (held: 0/1 masks by name; a name
+    without a mask is held whole); 0 where nobody holds it. HeteroFL's aggregation of submodel updates."""
+    w = torch.tensor(weights, dtype=torch.float32)
+    out = {}
+    for name in tensors[0]:
+        masks = torch.stack([torch.ones_like(t[name]) if name not in h else h[name].expand_as(t[name])
+                             for t, h in zip(tensors, held)])
+        total = torch.tensordot(w, masks * torch.stack([t[name] for t in tensors]), dims=1)
+        count = torch.tensordot(w, masks, dims=1)
+        out[name] = torch.where(count > 0, total / count.clamp_min(1e-30), torch.zeros_like(total))
+    return out

@@ -19,10 +19,20 @@ import numpy as np
 import torch
 
 from testbed import rules
-from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, RoundContext, ServerState, Task,
+from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
                                      select_uniform, weighted_mean)
 from testbed.local import LocalSGD
 from testbed.payload import Dense
+
+
+def proximal_drift(params: Params, anchor: Params) -> torch.Tensor:
+    """||w - x||^2 over the tensors of `params` (x: the model received)."""
+    return sum((params[n] - anchor[n]).square().sum() for n in params)
+
+
+def mean_metric(arrivals: list[Arrival], name: str) -> float:
+    """A metric of the arrivals, averaged with their sample counts as weights."""
+    return float(np.average([a.metrics[name] for a in arrivals], weights=[a.num_samples for a in arrivals]))
 
 
 def _zeros_like(params: Params) -> Params:
@@ -92,26 +102,24 @@ class FedAvg:
                 for d in select_uniform(ctx.online, ctx.n_select, rng)]
 
     def objective(self, loss_fn: LossFn):
-        if not self.proximal_mu:
-            return lambda params, anchor, x, y, extras: loss_fn(params, x, y)
         mu = self.proximal_mu
 
-        def proximal(params, anchor, x, y, extras):
-            drift = sum((params[n] - anchor[n]).square().sum() for n in params)
-            return loss_fn(params, x, y) + 0.5 * mu * drift
+        def objective(params, anchor, x, y, extras):
+            loss, accuracy = loss_fn(params, x, y)
+            if mu:
+                loss = loss + 0.5 * mu * proximal_drift(params, anchor)
+            return loss, {"accuracy": accuracy}
 
-        return proximal
+        return objective
 
-    def finish(self, task: Task, trained: Params, received: Params, mean_loss: float,
-               opt_state: Params) -> tuple[Params, dict[str, float]]:  # FedAvg keeps no client state
-        return {n: trained[n] - received[n] for n in received}, {"train_loss": mean_loss}
+    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
+               opt_state: Params) -> Result:  # FedAvg keeps no client state
+        return Result({n: trained[n] - received[n] for n in received}, stats)
 
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
                   failures: list[Failure]) -> tuple[ServerState, dict[str, float]]:
         if not arrivals:  # nobody made it: the model stays as it was
             return state, {}
-        weights = [a.num_samples for a in arrivals]
-        delta = weighted_mean([a.update for a in arrivals], weights)
+        delta = weighted_mean([a.update for a in arrivals], [a.num_samples for a in arrivals])
         params, optimizer = self.server.step(state.params, delta, state.optimizer)
-        train_loss = float(np.average([a.metrics["train_loss"] for a in arrivals], weights=weights))
-        return ServerState(params, optimizer), {"train_loss": train_loss}
+        return ServerState(params, optimizer), {"train_loss": mean_metric(arrivals, "train_loss")}

@@ -9,7 +9,8 @@ its ratio, as Alg. 1 l.13 keeps s for unselected clients). A policy is a frozen 
 per-device agents live in `policy.state` (a dict by default; any MutableMapping such as a ClientStore works:
 an agent is always written back after a change).
     FixedRatio    s = 0.5 for every device (FLST, CS, FedSpa)
-    CapabilityRatio  s = z_k, the device's capability (RCR, HeteroFL, FjORD, FedRolex, eFD)
+    CapabilityRatio  s = z_k, the device's capability (RCR, HeteroFL, FedRolex, eFD)
+    LevelsUpToCapability  s uniform among the width levels <= z_k (FjORD's ordered dropout)
     PUCBV         FedLPS's bandit, one agent per device, s = min(z_k, s_bandit)
     EUCB          FedMP's bandit (uncapped, as its code)
 P-UCBV update, on each observation of device k (Alg. 2):
@@ -45,16 +46,17 @@ zero denominator (a device alone in its round, or at exactly the mean) records n
 from __future__ import annotations
 
 import math
-from collections.abc import MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from testbed.algorithms.bandits import Agent, sample_in, select_arm, split_arm, uniform_intervals
+from testbed.algorithms.base import Arrival, RoundContext, select_uniform
 
-__all__ = ["Feedback", "RatioPolicy", "FixedRatio", "CapabilityRatio", "PUCBV", "EUCB", "utility", "local_cost",
-           "pucbv_reward", "eucb_reward", "xi_for"]
+__all__ = ["select_with_ratios", "observe_arrivals", "Feedback", "RatioPolicy", "FixedRatio", "CapabilityRatio", "LevelsUpToCapability", "PUCBV", "EUCB", "utility", "local_cost",
+           "pucbv_reward", "eucb_reward", "xi_for", "feedback_of", "with_agents_in"]
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,22 @@ class CapabilityRatio:
         return None
 
 
+@dataclass(frozen=True)
+class LevelsUpToCapability:
+    """s drawn uniformly among the width levels that fit the device, those <= z_k (FjORD's ordered dropout,
+    p ~ U(P_k)); the smallest level when none fits. Default levels: FedLPS's capability tiers."""
+
+    levels: tuple[float, ...] = (0.0625, 0.125, 0.25, 0.5, 1.0)
+
+    def choose(self, device: int, round: int, capability: float, rng: np.random.Generator) -> float:
+        z = _check_capability(capability)
+        fitting = [p for p in self.levels if p <= z] or [min(self.levels)]
+        return float(fitting[int(rng.integers(len(fitting)))])
+
+    def observe(self, device: int, round: int, ratio: float, feedback: Feedback) -> None:
+        return None
+
+
 # ---- bandits ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class _IntervalPolicy:
@@ -261,3 +279,64 @@ class EUCB(_IntervalPolicy):
                 agent.arms[upper].add(reward)
         agent.last_loss = float(feedback.loss_after)
         self._close(device, agent)
+
+
+# ---- wiring into a strategy ---------------------------------------------------------------------------------
+def feedback_of(arrival: Arrival, mean_round_time_s: float) -> Feedback:
+    """What an arrival tells a policy. The device's FLOP/s are the clock's (multiply-adds per second of its
+    compute phase), so flops / flops_per_s is exactly its compute seconds, and bits_up / up_bps its transfer
+    seconds (T_k of eq. 14 leaves the latency out)."""
+    tl = arrival.timeline
+    return Feedback(accuracy=arrival.metrics["train_accuracy"], flops=tl.flops, flops_per_s=tl.flops / tl.seconds[1],
+                    bits_up=8 * tl.bytes_up, up_bps=8 * tl.up_Bps, loss_after=arrival.metrics["train_loss"],
+                    round_time_s=sum(tl.seconds), mean_round_time_s=mean_round_time_s)
+
+
+class _Agents(MutableMapping):
+    """device -> bandit agent, stored as the 'agent' entry of each device's state in a strategy's client store."""
+
+    def __init__(self, clients: MutableMapping[int, dict]):
+        self.clients = clients
+
+    def __getitem__(self, device: int) -> Agent:
+        try:
+            return self.clients[device]["agent"]
+        except KeyError:
+            raise KeyError(device) from None
+
+    def __setitem__(self, device: int, agent: Agent) -> None:
+        self.clients[device] = self.clients.get(device, {}) | {"agent": agent}  # written back: a store may spill
+
+    def __delitem__(self, device: int) -> None:
+        state = dict(self[device] and self.clients[device])
+        del state["agent"]
+        self.clients[device] = state
+
+    def __iter__(self) -> Iterator[int]:
+        return (d for d in self.clients if "agent" in self.clients[d])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def with_agents_in(policy: RatioPolicy, clients: MutableMapping[int, dict]) -> RatioPolicy:
+    """The policy, its per-device agents kept in `clients` (a strategy's ServerState.clients)."""
+    return replace(policy, state=_Agents(clients)) if isinstance(policy, _IntervalPolicy) else policy
+
+
+def select_with_ratios(policy: RatioPolicy, clients: MutableMapping[int, dict], ctx: RoundContext,
+                       rng: np.random.Generator) -> list[tuple[int, float]]:
+    """Uniform selection among the online devices (rng: the selection stream), then each one's ratio from the
+    policy at its capability this round (drawn from the strategy's own stream)."""
+    policy, tiers = with_agents_in(policy, clients), ctx.fleet.tier_at(ctx.round)
+    return [(int(d), policy.choose(int(d), ctx.round, float(tiers[d]), ctx.strategy_rng))
+            for d in select_uniform(ctx.online, ctx.n_select, rng)]
+
+
+def observe_arrivals(policy: RatioPolicy, clients: MutableMapping[int, dict], round: int,
+                     arrivals: list[Arrival]) -> None:
+    """The policy learns from every arrival (dropped and late devices tell it nothing)."""
+    policy = with_agents_in(policy, clients)
+    mean_time = float(np.mean([sum(a.timeline.seconds) for a in arrivals]))
+    for a in arrivals:
+        policy.observe(a.device, round, a.task.ratio, feedback_of(a, mean_time))

@@ -1,6 +1,6 @@
 """Executors run the real local training of the tasks whose updates the server will use.
 
-An executor's verbs are `train(strategy, jobs) -> [(update, metrics)]`, in job order, and `close()`. Each job
+An executor's verbs are `train(strategy, jobs) -> [Result]`, in job order, and `close()`. Each job
 carries its own seed, so results do not depend on which executor runs it, nor in what order.
 """
 from testbed.execution.batched import BatchedExecutor

@@ -11,7 +11,7 @@ import logging
 import numpy as np
 import torch
 
-from testbed.algorithms.base import Params, Strategy
+from testbed.algorithms.base import Result, Strategy
 from testbed.execution.common import TrainJob
 from testbed.execution.serial import SerialExecutor
 from testbed.local import train_stacked
@@ -28,7 +28,7 @@ class BatchedExecutor(SerialExecutor):
             log.warning("batched executor: vmap has no rule for %s's recurrent layers; training its clients "
                         "one by one", type(model).__name__)
 
-    def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[tuple[Params, dict[str, float]]]:
+    def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         if self.recurrent:
             return super().train(strategy, jobs)
         objective = strategy.objective(self.loss_fn)
@@ -37,10 +37,10 @@ class BatchedExecutor(SerialExecutor):
         for start in range(0, len(jobs), size):
             group = jobs[start : start + size]
             data = [self.data(job) for job in group]
-            trained = train_stacked(objective, [job.params for job in group], [x for x, _ in data],
+            trained = train_stacked(objective, [job.params | job.task.local for job in group], [x for x, _ in data],
                                     [y for _, y in data], strategy.client,
                                     [np.random.default_rng(job.seed) for job in group],
-                                    [job.extras for job in group], [job.opt_state for job in group])
-            results += [strategy.finish(job.task, params, job.params, loss, state)
-                        for job, (params, loss, state) in zip(group, trained)]
+                                    [job.task.extras for job in group], [job.opt_state for job in group])
+            results += [strategy.finish(job.task, params, job.params, stats, state)
+                        for job, (params, stats, state) in zip(group, trained)]
         return results

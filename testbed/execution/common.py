@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,13 +18,15 @@ class TrainJob:
     params: Params                  # the model as the device decoded it
     indices: np.ndarray             # the device's training samples
     seed: np.random.SeedSequence    # the (device, round) stream
-    extras: dict = field(default_factory=dict)   # per-client tensors for the objective, e.g. an update_mask
     opt_state: Params | None = None  # the device's optimizer state from earlier rounds (None: fresh)
 
 
 def make_loss_fn(model: torch.nn.Module) -> LossFn:
-    def loss_fn(params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(functional_call(model, params, (x,)), y)
+    """(params, x, y) -> (mean cross-entropy, accuracy of the batch; no gradient flows through the latter)."""
+
+    def loss_fn(params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = functional_call(model, params, (x,))
+        return F.cross_entropy(logits, y), (logits.detach().argmax(1) == y).float().mean()
 
     return loss_fn
 

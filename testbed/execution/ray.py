@@ -10,7 +10,7 @@ import os
 import numpy as np
 import torch
 
-from testbed.algorithms.base import Params, Strategy
+from testbed.algorithms.base import Result, Strategy
 from testbed.errors import TestbedError
 from testbed.execution.batched import BatchedExecutor
 from testbed.execution.common import TrainJob
@@ -42,7 +42,7 @@ class RayExecutor:
         model_ref, data_ref = ray.put(model), ray.put(dataset)
         self.workers = [worker.remote(model_ref, data_ref) for _ in range(workers)]
 
-    def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[tuple[Params, dict[str, float]]]:
+    def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         shares = [share for share in np.array_split(np.arange(len(jobs)), len(self.workers)) if len(share)]
         futures = [w.train.remote(strategy, [jobs[i] for i in share]) for w, share in zip(self.workers, shares)]
         return [result for batch in self.ray.get(futures) for result in batch]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from testbed.algorithms.base import Params, Strategy
+from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
 from testbed.execution.common import TrainJob, make_loss_fn
 from testbed.local import train_one
@@ -19,14 +19,14 @@ class SerialExecutor:
         index = torch.from_numpy(job.indices)
         return self.dataset.train_x[index], self.dataset.train_y[index]
 
-    def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[tuple[Params, dict[str, float]]]:
+    def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         objective = strategy.objective(self.loss_fn)
         results = []
         for job in jobs:
             x, y = self.data(job)
-            trained, loss, state = train_one(objective, job.params, x, y, strategy.client,
-                                             np.random.default_rng(job.seed), job.extras, job.opt_state)
-            results.append(strategy.finish(job.task, trained, job.params, loss, state))
+            trained, stats, state = train_one(objective, job.params | job.task.local, x, y, strategy.client,
+                                              np.random.default_rng(job.seed), job.task.extras, job.opt_state)
+            results.append(strategy.finish(job.task, trained, job.params, stats, state))
         return results
 
     def close(self) -> None:

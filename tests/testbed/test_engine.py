@@ -160,7 +160,7 @@ def test_submodel_tasks_cost_their_own_flops_and_bytes(two_devices):
     from testbed.engine import Engine
     from testbed.models.units import prunable_layers
     from testbed.payload import UnitMasked
-    from testbed.submodel import unit_masks, update_mask
+    from testbed.submodel import unit_masks
 
     exp = sc.build(sc.validate(two_devices, "test"))
     params = dict(exp.model.named_parameters())
@@ -170,8 +170,7 @@ def test_submodel_tasks_cost_their_own_flops_and_bytes(two_devices):
     @dataclass(frozen=True)
     class Half(FedAvg):
         def configure(self, state, ctx, rng):
-            return [replace(t, ratio=0.5, forward_flops=forward, up=UnitMasked(masks),
-                            extras={"update_mask": update_mask(params, masks)})
+            return [replace(t, ratio=0.5, forward_flops=forward, up=UnitMasked(masks))
                     for t in super().configure(state, ctx, rng)]
 
     exp.strategy = Half(exp.strategy.client)

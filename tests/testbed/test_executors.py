@@ -38,16 +38,21 @@ def test_stacked_training_equals_one_client_at_a_time(mu):
     ys = [torch.randint(0, 3, (n,)) for n in CLIENT_SIZES]
     strategy = FedAvg(LocalSGD(lr=0.1, local_epochs=2, batch_size=4, momentum=0.9, weight_decay=1e-3),
                       proximal_mu=mu)
-    objective = strategy.objective(make_loss_fn(model))
+    fedavg = strategy.objective(make_loss_fn(model))
+
+    def objective(params, anchor, x, y, extras):  # freezes what the client's mask says
+        loss, aux = fedavg(params, anchor, x, y, extras)
+        return loss, aux | {"update_mask": extras["mask"]}
+
     # per-client masks: client i freezes output unit i of the convolution
-    masks = [{"update_mask": {"conv.weight": (torch.arange(4) != i).float().reshape(4, 1, 1, 1)}}
-             for i in range(len(xs))]
+    masks = [{"mask": {"conv.weight": (torch.arange(4) != i).float().reshape(4, 1, 1, 1)}} for i in range(len(xs))]
     serial = [train_one(objective, params, x, y, strategy.client, np.random.default_rng(i), masks[i])
               for i, (x, y) in enumerate(zip(xs, ys))]
     stacked = train_stacked(objective, [params] * len(xs), xs, ys, strategy.client,
                             [np.random.default_rng(i) for i in range(len(xs))], masks)
     for i, ((p_serial, loss_serial, s_serial), (p_stacked, loss_stacked, s_stacked)) in enumerate(zip(serial, stacked)):
-        assert loss_stacked == pytest.approx(loss_serial, rel=1e-5)
+        assert loss_stacked["train_loss"] == pytest.approx(loss_serial["train_loss"], rel=1e-5)
+        assert loss_stacked["train_accuracy"] == pytest.approx(loss_serial["train_accuracy"], rel=1e-6)
         for name in params:
             torch.testing.assert_close(p_stacked[name], p_serial[name], rtol=1e-4, atol=1e-5)
             torch.testing.assert_close(s_stacked[name], s_serial[name], rtol=1e-4, atol=1e-5)  # momentum
@@ -60,7 +65,9 @@ def test_optimizer_state_carries_over_between_rounds():
     """Two rounds with the state handed back equal one run of both rounds' batches with one momentum buffer."""
     w0 = {"w": torch.tensor([1.0, -1.0])}
     cfg = LocalSGD(lr=0.1, local_epochs=1, batch_size=2, momentum=0.9)
-    objective = lambda p, anchor, x, y, extras: 0.5 * p["w"].square().sum()  # noqa: E731 (gradient w)
+    def objective(p, anchor, x, y, extras):  # gradient w
+        return 0.5 * p["w"].square().sum(), {"accuracy": torch.tensor(0.0)}
+
     x, y = torch.zeros(2, 1), torch.zeros(2)
     w1, _, state = train_one(objective, w0, x, y, cfg, np.random.default_rng(0))
     w2, _, _ = train_one(objective, w1, x, y, cfg, np.random.default_rng(1), state=state)
@@ -110,7 +117,9 @@ def test_ray_with_two_workers_agrees_with_serial(two_devices, tmp_path):
 
 def test_recurrent_models_fall_back_to_one_client_at_a_time(caplog):
     from testbed.data import Dataset
+    from testbed.algorithms import Task
     from testbed.execution import BatchedExecutor, SerialExecutor, TrainJob
+    from testbed.payload import Dense
     from testbed.models import MODELS
 
     tokens = torch.randint(0, 80, (40, 12), generator=torch.Generator().manual_seed(0))
@@ -118,11 +127,12 @@ def test_recurrent_models_fall_back_to_one_client_at_a_time(caplog):
     model = MODELS["char_lstm"]((12,), 80, 0.25)
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
     strategy = FedAvg(LocalSGD(lr=0.5, batch_size=8))
-    jobs = [TrainJob(None, params, np.arange(i * 10, i * 10 + 10), np.random.SeedSequence(i)) for i in range(4)]
+    task = Task(0, 1, 10, 10, Dense(), Dense())
+    jobs = [TrainJob(task, params, np.arange(i * 10, i * 10 + 10), np.random.SeedSequence(i)) for i in range(4)]
     with caplog.at_level(logging.WARNING, logger="testbed"):
         batched = BatchedExecutor(model, dataset)
     assert "vmap has no rule" in caplog.text and "one by one" in caplog.text
     serial = SerialExecutor(model, dataset).train(strategy, jobs)
-    for (u_batched, _), (u_serial, _) in zip(batched.train(strategy, jobs), serial):
+    for batched_result, serial_result in zip(batched.train(strategy, jobs), serial):
         for name in params:
-            torch.testing.assert_close(u_batched[name], u_serial[name])
+            torch.testing.assert_close(batched_result.update[name], serial_result.update[name])

@@ -77,10 +77,10 @@ def test_fedprox_local_steps_by_hand():
     lr, mu = 0.1, 0.5
     w0 = torch.tensor([1.0, -2.0])
     strategy = FedAvg(LocalSGD(lr=lr, local_epochs=2, batch_size=4), proximal_mu=mu)
-    loss_fn = lambda p, x, y: 0.5 * p["w"].square().sum()  # noqa: E731 (data-free loss)
+    loss_fn = lambda p, x, y: (0.5 * p["w"].square().sum(), torch.tensor(0.0))  # noqa: E731 (data-free loss)
     trained, _, _ = train_one(strategy.objective(loss_fn), {"w": w0}, torch.zeros(4, 1), torch.zeros(4),
                               strategy.client, np.random.default_rng(0))
-    update, _ = strategy.finish(None, trained, {"w": w0}, 0.0, {})
+    update = strategy.finish(None, trained, {"w": w0}, {"train_loss": 0.0}, {}).update
     w1 = w0 - lr * w0
     w2 = w1 - lr * (w1 + mu * (w1 - w0))
     torch.testing.assert_close(update["w"], w2 - w0)

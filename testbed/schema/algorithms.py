@@ -1,0 +1,239 @@
+"""The `algorithm:` section: one small model per algorithm, each building its Strategy.
+
+Every config's `strategy(build)` reads what it needs from a Build: the local optimizer, the codecs, the
+submodel costs of the model (submodel methods) and the run's length (P-UCBV's xi = R / (K eps)).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, ClassVar, Literal, Union
+
+import torch
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+
+from testbed.algorithms import (EUCB, PUCBV, CapabilityRatio, FedAvg, FedLPS, FixedRatio, LevelsUpToCapability,
+                                PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, xi_for)
+from testbed.errors import TestbedError
+from testbed.local import LocalSGD
+from testbed.payload import Dense
+from testbed.schema.common import Capability, Fraction, Strict
+from testbed.submodel import SubmodelCosts
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a strategy is built from."""
+
+    client: LocalSGD
+    down: Dense
+    up: Dense
+    rounds: int                  # stop.max_rounds
+    clients_per_round: int
+    costs: SubmodelCosts         # the model's prunable units and submodel FLOPs
+
+    @property
+    def xi(self) -> float:
+        return xi_for(self.rounds, self.clients_per_round)
+
+
+# ---- dense methods --------------------------------------------------------------------------------------
+class FedAvgConfig(Strict):
+    name: Literal["fedavg"]
+
+    def strategy(self, b: Build):
+        return FedAvg(b.client, down=b.down, up=b.up)
+
+
+class FedProxConfig(Strict):
+    name: Literal["fedprox"]
+    mu: NonNegativeFloat = 0.01
+
+    def strategy(self, b: Build):
+        return FedAvg(b.client, proximal_mu=self.mu, down=b.down, up=b.up)
+
+
+class FedAvgMConfig(Strict):
+    name: Literal["fedavgm"]
+    server_lr: PositiveFloat = 1.0
+    server_momentum: Fraction = 0.9
+
+    def strategy(self, b: Build):
+        return FedAvg(b.client, ServerSGD(self.server_lr, self.server_momentum), down=b.down, up=b.up)
+
+
+class FedAdagradConfig(Strict):
+    name: Literal["fedadagrad"]
+    server_lr: PositiveFloat = 0.01   # Reddi et al. tune it per task; 1e-2 is a common start
+    beta1: Fraction = 0.0
+    tau: PositiveFloat = 1e-3
+
+    def _server(self):
+        return ServerAdagrad(self.server_lr, self.beta1, tau=self.tau)
+
+    def strategy(self, b: Build):
+        return FedAvg(b.client, self._server(), down=b.down, up=b.up)
+
+
+class FedAdamConfig(FedAdagradConfig):
+    name: Literal["fedadam"]
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.99
+
+    def _server(self):
+        return ServerAdam(self.server_lr, self.beta1, self.beta2, self.tau)
+
+
+class FedYogiConfig(FedAdamConfig):
+    name: Literal["fedyogi"]
+
+    def _server(self):
+        return ServerYogi(self.server_lr, self.beta1, self.beta2, self.tau)
+
+
+# ---- sparse-ratio policies -------------------------------------------------------------------------------
+class _IntervalBandit(Strict):
+    """Interval bandits over [low, high] (testbed/algorithms/bandits.py)."""
+
+    low: Capability
+    high: Capability = 1.0
+    partitions: PositiveInt
+    rho: PositiveFloat = 0.5
+    xi: PositiveFloat | None = None          # R / (K eps); default: stop.max_rounds / round.clients_per_round
+    epsilon_greedy: bool = True
+    cap: bool
+
+    def policy(self, b: Build):
+        return self.POLICY(**self.model_dump(exclude={"kind", "xi"}), xi=self.xi or b.xi)
+
+
+class PUCBVRatio(_IntervalBandit):
+    """FedLPS's P-UCBV bandit, one agent per device (defaults: specs/fedlps.md sec. 6)."""
+
+    POLICY: ClassVar[type] = PUCBV
+    kind: Literal["pucbv"]
+    low: Capability = 0.5
+    partitions: PositiveInt = 5
+    delta: float = -0.05
+    alpha: NonNegativeFloat = 1.0
+    accuracy_scale: PositiveFloat = 1.0
+    initial_accuracy: Fraction = 0.0
+    cap: bool = True
+
+
+class EUCBRatio(_IntervalBandit):
+    """FedMP's E-UCB bandit."""
+
+    POLICY: ClassVar[type] = EUCB
+    kind: Literal["eucb"]
+    low: Capability = 0.2
+    partitions: PositiveInt = 1
+    cap: bool = False
+
+
+class FixedRatioConfig(Strict):
+    kind: Literal["fixed"]
+    ratio: Capability = 0.5
+    cap: bool = False                        # min(z_k, ratio)
+
+    def policy(self, b: Build):
+        return FixedRatio(self.ratio, self.cap)
+
+
+class CapabilityRatioConfig(Strict):
+    """s = z_k, the device's capability tier this round."""
+
+    kind: Literal["capability"]
+
+    def policy(self, b: Build):
+        return CapabilityRatio()
+
+
+class LevelsRatio(Strict):
+    """s uniform among the width levels <= z_k (FjORD)."""
+
+    kind: Literal["levels"]
+    levels: list[Capability] = Field(default_factory=lambda: list(LevelsUpToCapability.levels), min_length=1)
+
+    def policy(self, b: Build):
+        return LevelsUpToCapability(tuple(self.levels))
+
+
+Ratio = Annotated[Union[PUCBVRatio, EUCBRatio, FixedRatioConfig, CapabilityRatioConfig, LevelsRatio],
+                  Field(discriminator="kind")]
+
+
+# ---- submodel methods -----------------------------------------------------------------------------------
+class FedLPSConfig(Strict):
+    """FedLPS: learnable unit patterns at a per-device ratio (P-UCBV by default)."""
+
+    name: Literal["fedlps"]
+    ratio: Ratio = PUCBVRatio(kind="pucbv")
+    mu: NonNegativeFloat = 1.0               # proximal weight (paper 1; the authors' code 0)
+    lam: NonNegativeFloat = 1.0              # importance-regularizer weight
+    code_faithful: bool = False              # the authors' code: no task gradient to the scores, no L_pr, fresh scores
+
+    def strategy(self, b: Build):
+        return FedLPS(b.client, b.costs, self.ratio.policy(b), self.mu, self.lam, self.code_faithful, b.down,
+                      b.up.dtype)
+
+
+class FLSTConfig(FedLPSConfig):
+    """FedLPS's ablation: learnable patterns at a fixed ratio 0.5."""
+
+    name: Literal["flst"]
+    ratio: Ratio = FixedRatioConfig(kind="fixed", ratio=0.5)
+
+
+class RCRConfig(FedLPSConfig):
+    """FedLPS's ablation: learnable patterns at ratio = capability."""
+
+    name: Literal["rcr"]
+    ratio: Ratio = CapabilityRatioConfig(kind="capability")
+
+
+class PartialConfig(Strict):
+    """A structurally shrunk submodel per device: any unit pattern with any ratio policy."""
+
+    name: Literal["partial"]
+    pattern: Literal["ordered", "rolling", "random", "magnitude"] = "ordered"
+    ratio: Ratio = CapabilityRatioConfig(kind="capability")
+
+    def strategy(self, b: Build):
+        if any(isinstance(m, torch.nn.RNNBase) for m in b.costs.model.modules()):
+            raise TestbedError(f"algorithm.name: {self.name} trains structurally shrunk submodels, which need a "
+                               "feed-forward model; use fedlps (masks rows of recurrent layers too) or a conv/linear model")
+        return PartialModel(b.client, b.costs, self.pattern, self.ratio.policy(b), b.up.dtype)
+
+
+class HeteroFLConfig(PartialConfig):
+    name: Literal["heterofl"]
+    pattern: Literal["ordered"] = "ordered"
+
+
+class FjORDConfig(PartialConfig):
+    name: Literal["fjord"]
+    pattern: Literal["ordered"] = "ordered"
+    ratio: Ratio = LevelsRatio(kind="levels")
+
+
+class FedRolexConfig(PartialConfig):
+    name: Literal["fedrolex"]
+    pattern: Literal["rolling"] = "rolling"
+
+
+class EFDConfig(PartialConfig):
+    name: Literal["efd"]
+    pattern: Literal["random"] = "random"
+
+
+class FedMPConfig(PartialConfig):
+    name: Literal["fedmp"]
+    pattern: Literal["magnitude"] = "magnitude"
+    ratio: Ratio = EUCBRatio(kind="eucb")
+
+
+Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdamConfig,
+                            FedYogiConfig, FedLPSConfig, FLSTConfig, RCRConfig, PartialConfig, HeteroFLConfig,
+                            FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig], Field(discriminator="name")]
+
+

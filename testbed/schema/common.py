@@ -1,0 +1,32 @@
+"""What every section of the scenario schema shares: strictness, registered names, paths relative to the file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
+
+Fraction = Annotated[float, Field(ge=0, lt=1)]
+Capability = Annotated[float, Field(gt=0, le=1)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def registered(kind: str, registry) -> type[str]:
+    """A string that must name an entry of `registry`; the error lists the choices."""
+
+    def check(name: str) -> str:
+        if name not in registry:
+            raise ValueError(f"unknown {kind} '{name}'; choose one of: {', '.join(sorted(registry))}")
+        return name
+
+    return Annotated[str, AfterValidator(check)]
+
+
+def relative_to_scenario(path: Path, info: ValidationInfo) -> Path:
+    """A path from the YAML: absolute as given, relative to the scenario file's folder otherwise."""
+    return path if path.is_absolute() else Path((info.context or {}).get("base_dir", ".")) / path
+
+
