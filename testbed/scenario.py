@@ -313,7 +313,7 @@ def read_yaml(path: str | Path) -> dict:
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """`a.b.c=value` sets raw['a']['b']['c'] = YAML-parsed value."""
+    """`a.b.c=value` sets raw['a']['b']['c'] = YAML-parsed value; a number indexes a list (fleet.groups.0.count)."""
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -321,11 +321,23 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         *parents, leaf = key.split(".")
         node = raw
         for part in parents:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise TestbedError(f"--set {item}: '{part}' is not a section")
-        node[leaf] = yaml.safe_load(value)
+            slot = _slot(node, part, item)
+            if isinstance(node, dict):
+                node.setdefault(slot, {})
+            node = node[slot]
+        node[_slot(node, leaf, item)] = yaml.safe_load(value)
     return raw
+
+
+def _slot(node, part: str, item: str) -> str | int:
+    """The key, or list index, that `part` names in `node`."""
+    if isinstance(node, dict):
+        return part
+    if isinstance(node, list):
+        if part.isdigit() and int(part) < len(node):
+            return int(part)
+        raise TestbedError(f"--set {item}: '{part}' is not an index of this {len(node)}-item list")
+    raise TestbedError(f"--set {item}: the value before '{part}' is not a section")
 
 
 def validate(raw: dict, source: str = "scenario", base_dir: Path = Path(".")) -> Scenario:

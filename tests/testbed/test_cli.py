@@ -199,3 +199,16 @@ def test_a_crash_mid_run_keeps_the_rounds_and_says_so(two_devices, tmp_path, mon
     run = tmp_path / "two_devices" / "0"
     assert len(pd.read_csv(run / "rounds.csv")) == 1
     assert json.loads((run / "summary.json").read_text())["status"] == "crashed: RuntimeError: simulated bug"
+
+
+def test_set_reaches_into_lists_and_names_a_bad_index():
+    from testbed.errors import TestbedError
+    from testbed.scenario import apply_overrides
+
+    raw = {"fleet": {"groups": [{"count": 3, "resample_tiers_each_round": True}]}}
+    apply_overrides(raw, ["fleet.groups.0.resample_tiers_each_round=false", "stop.max_rounds=2"])
+    assert raw == {"fleet": {"groups": [{"count": 3, "resample_tiers_each_round": False}]}, "stop": {"max_rounds": 2}}
+    with pytest.raises(TestbedError, match="'1' is not an index of this 1-item list"):
+        apply_overrides(raw, ["fleet.groups.1.count=2"])
+    with pytest.raises(TestbedError, match="the value before 'x' is not a section"):
+        apply_overrides(raw, ["stop.max_rounds.x=1"])
