@@ -24,22 +24,45 @@ def plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
+LAST_ROUNDS = 3  # the FedLPS paper reports "the mean of the last three rounds"
+
+
+def numeric(rounds: pd.DataFrame, column: str) -> pd.Series:
+    """A rounds.csv column as numbers: coerced so that a column built from all-None values (object dtype)
+    still compares as numbers, and all NaN where the run has no such column (no local test split)."""
+    if column not in rounds:
+        return pd.Series(np.nan, index=rounds.index, dtype="float64")
+    return pd.to_numeric(rounds[column], errors="coerce")
+
+
 def accuracy_of(rounds: pd.DataFrame) -> pd.Series:
-    # Coerced so that a column built from all-None values (object dtype) still compares as numbers.
-    return pd.to_numeric(rounds["accuracy"], errors="coerce")
+    return numeric(rounds, "accuracy")
 
 
-def first_reaching(rounds: pd.DataFrame, target: float) -> int | None:
-    """Position of the first evaluated round with accuracy >= target; NaN rows never qualify."""
-    hits = np.flatnonzero((accuracy_of(rounds) >= target).to_numpy())
+def has_local_accuracy(rounds: pd.DataFrame) -> bool:
+    """Whether the run scored each device on its own test data (a scenario with a local test split)."""
+    return bool(numeric(rounds, "local_accuracy").notna().any())
+
+
+def mean_of_last(rounds: pd.DataFrame, column: str = "accuracy", n: int = LAST_ROUNDS) -> float:
+    """Mean of `column` over the last n evaluated rounds (all of them where there are fewer): steadier than
+    the final round alone, and what the papers report. NaN when the run was never evaluated."""
+    return float(numeric(rounds, column).dropna().tail(n).mean())
+
+
+def first_reaching(rounds: pd.DataFrame, target: float, metric: str = "accuracy") -> int | None:
+    """Position of the first evaluated round with `metric` >= target; NaN rows never qualify. metric is a
+    rounds.csv column: "accuracy" (global model, global test set) or "local_accuracy" (mean over devices
+    of each device's accuracy on its own test data, the personalized methods' measure)."""
+    hits = np.flatnonzero((numeric(rounds, metric) >= target).to_numpy())
     return int(hits[0]) if hits.size else None
 
 
-def cost_to_accuracy(rounds: pd.DataFrame, target: float) -> dict:
-    """What it took to first reach `target`: the simulated time and round number at which it was
-    reached, how many rounds that was, and bytes / FLOPs spent up to and including that round
+def cost_to_accuracy(rounds: pd.DataFrame, target: float, metric: str = "accuracy") -> dict:
+    """What it took for `metric` to first reach `target`: the simulated time and round number at which it
+    was reached, how many rounds that was, and bytes / FLOPs spent up to and including that round
     (wasted work included). All values are None when the target was never reached."""
-    position = first_reaching(rounds, target)
+    position = first_reaching(rounds, target, metric)
     if position is None:
         return dict.fromkeys(COST_KEYS)
     spent = rounds.iloc[: position + 1]
@@ -53,9 +76,9 @@ def cost_to_accuracy(rounds: pd.DataFrame, target: float) -> dict:
     }
 
 
-def time_to_accuracy(rounds: pd.DataFrame, target: float) -> float | None:
-    """Simulated seconds (end of round) at which accuracy first reached `target`, else None."""
-    return cost_to_accuracy(rounds, target)["time_s"]
+def time_to_accuracy(rounds: pd.DataFrame, target: float, metric: str = "accuracy") -> float | None:
+    """Simulated seconds (end of round) at which `metric` first reached `target`, else None."""
+    return cost_to_accuracy(rounds, target, metric)["time_s"]
 
 
 def summarize(rounds: pd.DataFrame, targets: list[float] = ()) -> dict:

@@ -1,5 +1,5 @@
-"""The run plots: accuracy against cost, a per-device timeline, and where device time went.
-Each function writes one PNG and returns its path."""
+"""The run plots: accuracy against cost (per run, and per scenario averaged over seeds), a per-device
+timeline, and where device time went. Each function writes one PNG and returns its path."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import matplotlib
 matplotlib.use("Agg")  # files only, never a window: runs on headless machines and in CI
 
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import EngFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
-from analysis.metrics import accuracy_of, natural_order, round_breakdown  # noqa: E402
-from analysis.runs import Run, run_labels  # noqa: E402
+from analysis.metrics import natural_order, numeric, round_breakdown  # noqa: E402
+from analysis.runs import Run, run_labels, scenario_groups  # noqa: E402
 
 DPI = 120
 
@@ -23,6 +24,11 @@ ACCURACY_AXES = {
     "time": ("simulated time", "Simulated time (s)", lambda rounds: rounds["t_end_s"]),
     "bytes_up": ("uplink bytes", "Cumulative uplink (MB)", lambda rounds: rounds["bytes_up"].cumsum() / 1e6),
     "flops": ("training FLOPs", "Cumulative training FLOPs", lambda rounds: rounds["flops"].cumsum()),
+}
+# rounds.csv columns the accuracy plots can draw: title word and y axis label.
+ACCURACY_METRICS = {
+    "accuracy": ("Accuracy", "Test accuracy"),
+    "local_accuracy": ("Local accuracy", "Local test accuracy (mean over devices)"),
 }
 
 PHASE_STYLES = {
@@ -46,31 +52,89 @@ BREAKDOWN_COLOURS = {
 }
 
 
-def plot_accuracy(runs: list[Run], x: str, path) -> Path:
+def plot_accuracy(runs: list[Run], x: str, path, metric: str = "accuracy") -> Path:
     """Accuracy against simulated time, cumulative uplink MB or cumulative FLOPs; one line per run
-    through its evaluated rounds, and a dashed line at each target accuracy."""
-    if x not in ACCURACY_AXES:
-        raise ValueError(f"x must be one of {sorted(ACCURACY_AXES)}, not {x!r}")
-    what, x_label, x_of = ACCURACY_AXES[x]
+    through its evaluated rounds, and a dashed line at each target accuracy. metric "local_accuracy"
+    draws the mean over devices of their accuracy on their own test data (a run without it has no line)."""
+    what, _, x_of = accuracy_axis(x)
+    title_word = accuracy_metric(metric)[0]
     fig, ax = plt.subplots(figsize=(8, 5))
     for label, run in zip(run_labels(runs), runs):
-        accuracy = accuracy_of(run.rounds)
-        evaluated = accuracy.notna()
-        ax.plot(x_of(run.rounds)[evaluated], accuracy[evaluated], marker="o", markersize=3, label=label)
-    targets = sorted({run.target_accuracy for run in runs if run.target_accuracy is not None})
-    for target in targets:
-        ax.axhline(target, linestyle="--", linewidth=1, color="0.4", label=f"target {target:.0%}")
-    ax.set_xlabel(x_label)
-    ax.set_ylabel("Test accuracy")
+        values = numeric(run.rounds, metric)
+        evaluated = values.notna()
+        ax.plot(x_of(run.rounds)[evaluated], values[evaluated], marker="o", markersize=3, label=label)
+    _finish_accuracy_plot(ax, runs, x, metric, f"{title_word} vs {what}")
+    return _save(fig, path)
+
+
+def plot_accuracy_mean(runs: list[Run], x: str, path, metric: str = "accuracy") -> Path:
+    """plot_accuracy with the seeds of each scenario averaged (see mean_curve): one line per scenario, and a
+    band from its lowest to its highest seed, so that methods are compared beyond one seed's luck.
+    metric "local_accuracy" draws the mean over devices of their accuracy on their own test data."""
+    what = accuracy_axis(x)[0]
+    title_word = accuracy_metric(metric)[0]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, group in scenario_groups(runs).items():
+        curve = mean_curve(group, x, metric)
+        if curve.empty:  # a scenario without this metric (no local test split) has no line
+            continue
+        seeds = f"mean of {len(group)} seeds" if len(group) > 1 else "1 seed"
+        (line,) = ax.plot(curve["x"], curve["mean"], marker="o", markersize=3, label=f"{label} ({seeds})")
+        ax.fill_between(curve["x"], curve["min"], curve["max"], color=line.get_color(), alpha=0.2, linewidth=0)
+    title = f"{title_word} vs {what}, mean over seeds (band: lowest to highest seed)"
+    _finish_accuracy_plot(ax, runs, x, metric, title)
+    return _save(fig, path)
+
+
+def mean_curve(runs: list[Run], x: str, metric: str = "accuracy") -> pd.DataFrame:
+    """The seeds of one scenario as one curve: for each round that every seed evaluated (the index), the
+    mean over seeds of the x axis value at that round's end, and the mean, min and max of `metric`.
+    Rounds only some seeds have (others stopped at their target) are left out: a mean over the seeds
+    still running would jump where one stops."""
+    _, _, x_of = accuracy_axis(x)
+    points = []
+    for run in runs:
+        values = numeric(run.rounds, metric)
+        evaluated = values.notna()
+        points.append(pd.DataFrame({"round": run.rounds["round"][evaluated], "x": x_of(run.rounds)[evaluated],
+                                    "y": values[evaluated]}))
+    points = pd.concat(points, ignore_index=True)
+    in_every_seed = points.groupby("round")["y"].transform("size") == len(runs)
+    return points[in_every_seed].groupby("round").agg(
+        x=("x", "mean"), mean=("y", "mean"), min=("y", "min"), max=("y", "max"))
+
+
+def accuracy_axis(x: str):
+    """ACCURACY_AXES[x]: (what, axis label, x value at the end of every round); a clear error otherwise."""
+    if x not in ACCURACY_AXES:
+        raise ValueError(f"x must be one of {sorted(ACCURACY_AXES)}, not {x!r}")
+    return ACCURACY_AXES[x]
+
+
+def accuracy_metric(metric: str):
+    """ACCURACY_METRICS[metric]: (title word, y axis label); a clear error otherwise."""
+    if metric not in ACCURACY_METRICS:
+        raise ValueError(f"metric must be one of {sorted(ACCURACY_METRICS)}, not {metric!r}")
+    return ACCURACY_METRICS[metric]
+
+
+def _finish_accuracy_plot(ax, runs: list[Run], x: str, metric: str, title: str) -> None:
+    """Axes, title and legend shared by the accuracy plots; target lines on global accuracy only, the
+    one the stop rule (stop.target_accuracy) is about."""
+    if metric == "accuracy":
+        targets = sorted({run.target_accuracy for run in runs if run.target_accuracy is not None})
+        for target in targets:
+            ax.axhline(target, linestyle="--", linewidth=1, color="0.4", label=f"target {target:.0%}")
+    ax.set_xlabel(ACCURACY_AXES[x][1])
+    ax.set_ylabel(ACCURACY_METRICS[metric][1])
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     if x == "flops":
         ax.xaxis.set_major_formatter(EngFormatter())  # "20 T" rather than an offset "1e13"
-    ax.set_title(f"Accuracy vs {what}")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
-    return _save(fig, path)
 
 
 def plot_gantt(run: Run, path, rounds: int = 3) -> Path:

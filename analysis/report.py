@@ -1,4 +1,5 @@
-"""Compare runs: a time-to-accuracy table, and a report folder holding the table and every plot."""
+"""Compare runs: a time-to-accuracy table per run, the same averaged over each scenario's seeds, and a
+report folder holding the tables and every plot."""
 
 from __future__ import annotations
 
@@ -7,48 +8,124 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.metrics import cost_to_accuracy, summarize
-from analysis.plots import ACCURACY_AXES, plot_accuracy, plot_breakdown, plot_gantt
+from analysis.metrics import LAST_ROUNDS, cost_to_accuracy, has_local_accuracy, mean_of_last, numeric, summarize
+from analysis.plots import (ACCURACY_AXES, accuracy_metric, plot_accuracy, plot_accuracy_mean, plot_breakdown,
+                            plot_gantt)
 from analysis.runs import Run, load_run, run_labels
 
 DEFAULT_TARGETS = [0.5, 0.8, 0.9]
+LABEL_COLUMNS = ("run", "scenario", "algorithm")
+SEED_KEY = ["scenario", "algorithm"]  # as analysis.runs.scenario_groups: one algorithm per averaged row
+REACHED_ON = "time_s@"  # the cost column of a target that is missing exactly where the target was not reached
+SEED_NOTE = ("mean±std over each scenario's seeds (sample std); time_s/uplink_MB/rounds@target: "
+             "over only the seeds that reached it, reached@target of them")
+DEFAULT_METRIC = "accuracy"
+# Printed above the tables when the targets are not on the global accuracy, the default.
+METRIC_NOTES = {"local_accuracy": "targets on local_accuracy (mean over devices of each one's accuracy on its own "
+                                  "test data): time_s/uplink_MB/rounds@target count up to the first round reaching it"}
 
 
-def tta_table(runs: list[Run], targets: list[float]) -> pd.DataFrame:
+class MissingMetric(ValueError):
+    """A run has no values of the metric the targets are on (no local test split for local_accuracy)."""
+
+
+def require_metric(runs: list[Run], metric: str) -> None:
+    """Raise unless metric is one the report knows and, beyond the default, every run has some values of it:
+    a run without them would silently read as never reaching any target."""
+    accuracy_metric(metric)
+    if metric == DEFAULT_METRIC:
+        return  # a run not evaluated yet simply reaches no target, as always
+    for run in runs:
+        if not numeric(run.rounds, metric).notna().any():
+            raise MissingMetric(f"{run.path}: no {metric} values in rounds.csv: devices are scored on their own "
+                                "test data only where the scenario sets data.client_split.test_fraction > 0")
+
+
+def tta_table(runs: list[Run], targets: list[float], metric: str = DEFAULT_METRIC) -> pd.DataFrame:
     """One row per run: headline numbers, and for each target the simulated seconds, uplink MB and
-    rounds it took to reach it (missing where it was never reached). Computed from rounds.csv, so any
-    target can be asked for, not only those in summary.json."""
+    rounds it took `metric` ("accuracy" or "local_accuracy", see metrics.first_reaching) to reach it
+    (missing where it was never reached). Computed from rounds.csv, so any target can be asked for, not
+    only those in summary.json. total_TFLOPs counts every FLOP spent, the wasted ones (dropped, late and
+    surplus updates) included; last3_* are the mean over the last three evaluated rounds, as the FedLPS
+    paper reports. Raises MissingMetric where a run has no values of a metric other than accuracy."""
+    require_metric(runs, metric)
     rows = []
     for label, run in zip(run_labels(runs), runs):
         summary = summarize(run.rounds)
         row = {
             "run": label,
+            "scenario": run.name,
             "algorithm": run.algorithm,
             "rounds": summary["rounds"],
             "sim_time_s": summary["sim_time_s"],
+            "total_TFLOPs": summary["flops_total"] / 1e12,
+            "total_uplink_MB": summary["bytes_up_total"] / 1e6,
             "final_accuracy": summary["final_accuracy"],
             "best_accuracy": summary["best_accuracy"],
+            f"last{LAST_ROUNDS}_accuracy": mean_of_last(run.rounds, "accuracy"),
         }
-        if "local_accuracy" in run.rounds and run.rounds["local_accuracy"].notna().any():
+        if has_local_accuracy(run.rounds):
             # personalized evaluation: the mean over devices of their accuracy on their own test data
             row["final_local_accuracy"] = run.rounds["local_accuracy"].dropna().iloc[-1]
+            row[f"last{LAST_ROUNDS}_local_accuracy"] = mean_of_last(run.rounds, "local_accuracy")
         for target in targets:
-            cost = cost_to_accuracy(run.rounds, target)
+            cost = cost_to_accuracy(run.rounds, target, metric)
             reached = cost["time_s"] is not None
-            row[f"time_s@{target:g}"] = cost["time_s"]
+            row[f"{REACHED_ON}{target:g}"] = cost["time_s"]
             row[f"uplink_MB@{target:g}"] = cost["bytes_up"] / 1e6 if reached else None
             row[f"rounds@{target:g}"] = cost["rounds"]
         rows.append(row)
     table = pd.DataFrame(rows)
     # Explicit dtypes: a column whose every value is None would otherwise be `object`.
-    for column in table.columns[2:]:
+    for column in table.columns.drop(list(LABEL_COLUMNS)):
         table[column] = table[column].astype("Int64" if column.startswith("rounds") else "float64")
     return table
+
+
+def seed_table(table_or_runs: pd.DataFrame | list[Run], targets: list[float] | None = None,
+               metric: str = DEFAULT_METRIC) -> pd.DataFrame:
+    """One row per scenario (per scenario and algorithm, should one name have several), in the order first
+    seen: `seeds`, how many runs it has, and for each numeric column of tta_table its mean over the seeds,
+    `<col>`, and sample standard deviation, `<col>_std` (ddof=1, NaN for one seed). The cost of a target
+    (time_s@t, uplink_MB@t, rounds@t) is averaged over only the seeds that reached it, so `reached@t`
+    ("k/n") comes with it. Takes tta_table's table, or the runs (and targets, default_targets if None, and the
+    metric the targets are on)."""
+    table = table_or_runs
+    if not isinstance(table, pd.DataFrame):
+        table = tta_table(table, default_targets(table) if targets is None else targets, metric)
+    measured = [column for column in table.columns
+                if column not in LABEL_COLUMNS and pd.api.types.is_numeric_dtype(table[column])]
+    rows = []
+    for (scenario, algorithm), seeds in table.groupby(SEED_KEY, sort=False):
+        row = {"scenario": scenario, "algorithm": algorithm, "seeds": len(seeds)}
+        for column in measured:
+            if column.startswith(REACHED_ON):
+                row[f"reached@{column.removeprefix(REACHED_ON)}"] = f"{seeds[column].notna().sum()}/{len(seeds)}"
+            values = seeds[column].astype("float64")
+            row[column] = values.mean()
+            row[f"{column}_std"] = values.std(ddof=1)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def format_table(table: pd.DataFrame) -> str:
     """The table as aligned plain text: '-' where a value is missing (a target never reached)."""
     return table.map(_cell).to_string(index=False)
+
+
+def format_seed_table(table: pd.DataFrame) -> str:
+    """seed_table as format_table writes tables, with each `<col>` and `<col>_std` in one cell:
+    "0.962±0.004", the mean alone where there is no std (one seed, or one seed reached the target)."""
+    cells = {}
+    for column in table.columns:
+        if column.endswith("_std") and column.removesuffix("_std") in table:
+            continue
+        if f"{column}_std" in table:
+            cells[column] = [_mean_std_cell(column, mean, std)
+                             for mean, std in zip(table[column], table[f"{column}_std"])]
+        else:
+            cells[column] = table[column].map(_cell)
+    return pd.DataFrame(cells).to_string(index=False)
 
 
 def default_targets(runs: list[Run]) -> list[float]:
@@ -57,25 +134,46 @@ def default_targets(runs: list[Run]) -> list[float]:
     return targets or list(DEFAULT_TARGETS)
 
 
-def write_report(run_dirs: list, out_dir, targets: list[float] | None = None) -> tuple[str, list[Path]]:
-    """Load the runs and write into out_dir: accuracy vs time / uplink bytes / FLOPs, a Gantt and a
-    breakdown plot per run, and tta.csv. Returns the table as text and the paths written."""
+def write_report(run_dirs: list, out_dir, targets: list[float] | None = None,
+                 metric: str = DEFAULT_METRIC) -> tuple[str, list[Path]]:
+    """Load the runs and write into out_dir: `metric` vs time / uplink bytes / FLOPs, a Gantt and a
+    breakdown plot per run, and tta.csv; where some scenario has several seeds also the metric (and
+    local accuracy) averaged over seeds, and tta_by_scenario.csv. The targets are on `metric`; a metric
+    other than accuracy puts its name in the file names (local_accuracy_vs_time.png, tta_local_accuracy.csv),
+    so that they sit beside the default report, and the text starts with a line naming it. Returns the
+    tables as text (the seed table after the per-run one) and the paths written."""
     runs = [load_run(run_dir) for run_dir in run_dirs]
     if not runs:
         raise ValueError("write_report needs at least one run folder")
     targets = default_targets(runs) if targets is None else targets
+    table = tta_table(runs, targets, metric)  # before anything is written: a run may lack the metric
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    by_scenario = seed_table(table)
+    several_seeds = bool((by_scenario["seeds"] > 1).any())
+    suffix = "" if metric == DEFAULT_METRIC else f"_{metric}"
 
-    written = [plot_accuracy(runs, x, out_dir / f"accuracy_vs_{x}.png") for x in ACCURACY_AXES]
+    written = [plot_accuracy(runs, x, out_dir / f"{metric}_vs_{x}.png", metric) for x in ACCURACY_AXES]
+    if several_seeds:
+        written += [plot_accuracy_mean(runs, x, out_dir / f"{metric}_mean_vs_{x}.png", metric)
+                    for x in ACCURACY_AXES]
+        if metric == DEFAULT_METRIC and any(has_local_accuracy(run.rounds) for run in runs):
+            written.append(plot_accuracy_mean(runs, "time", out_dir / "local_accuracy_mean_vs_time.png",
+                                              metric="local_accuracy"))
     for label, run in zip(run_labels(runs), runs):
         name = file_safe(label)
         written.append(plot_gantt(run, out_dir / f"gantt_{name}.png"))
         written.append(plot_breakdown(run, out_dir / f"breakdown_{name}.png"))
-    table = tta_table(runs, targets)
-    table.to_csv(out_dir / "tta.csv", index=False)
-    written.append(out_dir / "tta.csv")
-    return format_table(table), written
+    table.to_csv(out_dir / f"tta{suffix}.csv", index=False)
+    written.append(out_dir / f"tta{suffix}.csv")
+    text = format_table(table)
+    if metric in METRIC_NOTES:
+        text = f"{METRIC_NOTES[metric]}\n{text}"
+    if several_seeds:
+        by_scenario.to_csv(out_dir / f"tta_by_scenario{suffix}.csv", index=False)
+        written.append(out_dir / f"tta_by_scenario{suffix}.csv")
+        text += f"\n\n{SEED_NOTE}\n{format_seed_table(by_scenario)}"
+    return text, written
 
 
 def file_safe(label: str) -> str:
@@ -87,6 +185,18 @@ def _cell(value) -> str:
     if pd.isna(value):
         return "-"
     if isinstance(value, float):
-        # Accuracies and small amounts keep three decimals; seconds and megabytes need only one.
-        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+        return f"{value:.{_decimals(value)}f}"
     return str(value)
+
+
+def _mean_std_cell(column: str, mean, std) -> str:
+    if pd.isna(mean):
+        return "-"
+    # A mean of round counts is read as a count: one decimal, as for seconds and megabytes.
+    decimals = 1 if column.startswith("rounds") else _decimals(mean)
+    return f"{mean:.{decimals}f}" if pd.isna(std) else f"{mean:.{decimals}f}±{std:.{decimals}f}"
+
+
+def _decimals(value: float) -> int:
+    """Accuracies and small amounts keep three decimals; seconds and megabytes need only one."""
+    return 3 if abs(value) < 10 else 1

@@ -55,6 +55,17 @@ def run_labels(runs: list[Run]) -> list[str]:
     return [str(run.path) if seen[label] > 1 else label for run, label in zip(runs, labels)]
 
 
+def scenario_groups(runs: list[Run]) -> dict[str, list[Run]]:
+    """The runs by scenario, in the order first seen, to average over seeds: keyed "<name>", or
+    "<name>/<algorithm>" where runs of one name differ in algorithm (those are never averaged together)."""
+    groups: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.name, run.algorithm), []).append(run)
+    names = [name for name, _ in groups]
+    return {name if names.count(name) == 1 else f"{name}/{algorithm}": group
+            for (name, algorithm), group in groups.items()}
+
+
 def load_run(path) -> Run:
     """Read a run folder; every file but summary.json must be there."""
     path = Path(path)

@@ -64,13 +64,15 @@ def _validate(args) -> None:
 
 
 def _report(args) -> None:
-    from analysis.report import write_report
+    from analysis.report import MissingMetric, write_report
 
     out = args.out or (Path(args.runs[0]) / "plots" if len(args.runs) == 1 else Path("report"))
     try:
-        table, plots = write_report(args.runs, out, args.target)
+        table, plots = write_report(args.runs, out, args.target, args.metric)
     except FileNotFoundError as err:
         raise TestbedError(str(err).strip("'\"")) from None
+    except MissingMetric as err:
+        raise TestbedError(f"{err} (or report on --metric accuracy)") from None
     print(table + "\n\nplots:\n" + "\n".join(f"  {p}" for p in plots))
 
 
@@ -97,10 +99,15 @@ def parser() -> argparse.ArgumentParser:
     val.add_argument("files", nargs="+")
     val.add_argument("--set", action="append", metavar="KEY.PATH=VALUE")
     val.set_defaults(handler=_validate)
-    rep = sub.add_parser("report", help="time-to-accuracy table and plots for run folders")
+    rep = sub.add_parser("report", help="time-to-accuracy table and plots for run folders; a scenario's seeds "
+                         "are also averaged (mean±std)")
     rep.add_argument("runs", nargs="+")
     rep.add_argument("--out", type=Path, help="folder for the plots (default: RUN/plots, or report/ for several)")
     rep.add_argument("--target", type=float, action="append", help="target accuracy (repeatable)")
+    rep.add_argument("--metric", choices=["accuracy", "local_accuracy"], default="accuracy",
+                     help="what the targets and accuracy plots are on: accuracy (global model, global test set; "
+                     "default) or local_accuracy (mean over devices of each one's accuracy on its own test data, "
+                     "as personalized FL papers report)")
     rep.set_defaults(handler=_report)
     mod = sub.add_parser("models", help="every model with its parameters and forward FLOPs per sample")
     mod.set_defaults(handler=_models)

@@ -99,3 +99,16 @@ def test_round_breakdown_accounts_for_every_selected_device_second(rounds, event
     lengths = (rounds["t_end_s"] - rounds["t_start_s"]).to_numpy()
     assert np.allclose(table.sum(axis=1), rounds["selected"].to_numpy() * lengths)
     assert not math.isnan(table.to_numpy().sum())
+
+
+def test_cost_to_accuracy_on_the_local_accuracy(rounds):
+    # Global accuracy 0.42, 0.81, 0.79 in rounds 2, 4, 5; the devices on their own data 0.6, 0.75, 0.85.
+    rounds["local_accuracy"] = [None, 0.6, None, 0.75, 0.85]
+    assert time_to_accuracy(rounds, 0.8) == 52.5  # global: round 4
+    assert cost_to_accuracy(rounds, 0.8, metric="local_accuracy") == {
+        "time_s": 60.0, "round": 5, "rounds": 5, "bytes_up": 14000, "bytes_down": 15000, "flops": 3900,
+    }
+    # 0.5: the local accuracy is there in round 2 (25 s), the global one only in round 4.
+    assert (time_to_accuracy(rounds, 0.5), time_to_accuracy(rounds, 0.5, "local_accuracy")) == (52.5, 25.0)
+    assert time_to_accuracy(rounds, 0.9, "local_accuracy") is None
+    assert time_to_accuracy(rounds.drop(columns="local_accuracy"), 0.5, "local_accuracy") is None

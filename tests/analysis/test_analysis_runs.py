@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from analysis.metrics import summarize
-from analysis.runs import load_run, run_labels
+from analysis.runs import load_run, run_labels, scenario_groups
 
 
 def test_load_run_reads_the_folder(run_dir):
@@ -55,3 +55,13 @@ def test_analysis_never_imports_the_simulator():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'simpy', 'testbed')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_scenario_groups_keep_order_and_split_algorithms_of_one_name(tmp_path, make_run):
+    fedavg = [load_run(make_run(tmp_path / "a" / "tiny" / str(seed), seed=seed)) for seed in (0, 1)]
+    fedprox = load_run(make_run(tmp_path / "b" / "tiny" / "0", algorithm="fedprox"))
+    other = load_run(make_run(tmp_path / "a" / "other" / "0", name="other"))
+    groups = scenario_groups([other, fedavg[0], fedprox, fedavg[1]])
+    assert list(groups) == ["other", "tiny/fedavg", "tiny/fedprox"]
+    assert [run.path for run in groups["tiny/fedavg"]] == [run.path for run in fedavg]
+    assert [run.path for run in groups["tiny/fedprox"]] == [fedprox.path]
