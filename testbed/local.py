@@ -53,6 +53,106 @@ class LocalSGD:
         return new, (buffers if self.momentum else {})
 
 
+@dataclass(frozen=True)
+class LocalAdam:
+    """Minibatch Adam, torch.optim.Adam with the defaults and the papers' variants with the flags (rules.adam).
+
+    State: a flat dict of tensors, so train_stacked can stack it per client and hand it back per client:
+    "m:<name>", "v:<name>" (first and second moments), "vmax:<name>" (AMSGrad's maximum, only with amsgrad) and
+    "step" (steps taken, a 0-d float64 tensor, which can also be averaged across clients). All start at zero as in
+    torch; pack() builds a state from given moments (a device resuming its own, or a server's global M and V)."""
+
+    lr: float
+    local_epochs: int = 1
+    batch_size: int = 10
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    decoupled: bool = False  # AdamW's decoupled weight decay; else L2 added to the gradient
+    bias_correction: bool = True
+    amsgrad: bool = False
+    eps_inside_sqrt: bool = False  # sqrt(v + eps), FedAdam-SSM's eq. 5; else sqrt(v) + eps as torch
+
+    def samples_processed(self, num_samples: int) -> int:
+        return self.local_epochs * num_samples
+
+    def init(self, params: Params) -> Params:
+        zeros = {n: torch.zeros_like(p) for n, p in params.items()}
+        return self.pack(zeros, zeros, zeros if self.amsgrad else None)
+
+    def pack(self, m: Params, v: Params, vmax: Params | None = None, step: float | torch.Tensor = 0.0) -> Params:
+        """The state for moments m, v (and vmax, needed with amsgrad: FAdamGT starts it at v each round) after
+        `step` steps."""
+        if self.amsgrad and vmax is None:
+            raise ValueError("amsgrad needs vmax (torch starts it at zero; FAdamGT at v)")
+        device = next(iter(m.values())).device if m else None
+        state = {f"m:{n}": t for n, t in m.items()} | {f"v:{n}": t for n, t in v.items()}
+        if self.amsgrad:
+            state |= {f"vmax:{n}": t for n, t in vmax.items()}
+        return state | {"step": torch.as_tensor(step, dtype=torch.float64, device=device)}
+
+    @staticmethod
+    def unpack(state: Params) -> dict[str, Params | torch.Tensor]:
+        """{"m": {name: tensor}, "v": {...}, "vmax": {...} (empty without amsgrad), "step": tensor}."""
+        out: dict = {"m": {}, "v": {}, "vmax": {}, "step": state["step"]}
+        for key, t in state.items():
+            if key != "step":
+                kind, name = key.split(":", 1)
+                out[kind][name] = t
+        return out
+
+    def step(self, params: Params, grads: Params, state: Params) -> tuple[Params, Params]:
+        t = state["step"] + 1
+        new, new_state = {}, {"step": t}
+        for n, p in params.items():
+            vmax = state[f"vmax:{n}"] if self.amsgrad else None
+            new[n], m, v, vmax = rules.adam(p, grads[n], state[f"m:{n}"], state[f"v:{n}"], vmax, t, self.lr,
+                                            self.beta1, self.beta2, self.eps, self.weight_decay, self.decoupled,
+                                            self.bias_correction, self.amsgrad, self.eps_inside_sqrt)
+            new_state[f"m:{n}"], new_state[f"v:{n}"] = m, v
+            if self.amsgrad:
+                new_state[f"vmax:{n}"] = vmax
+        return new, new_state
+
+
+@dataclass(frozen=True)
+class LocalLion:
+    """Minibatch Lion (rules.lion: Chen et al. 2023; FedLion's local step with weight_decay 0).
+
+    State: {"m:<name>": momentum}, zeros at the start as in FedLion's m_0 = 0; pack() builds one from a given
+    momentum (FedLion's clients start each round from the server's averaged momentum)."""
+
+    lr: float
+    local_epochs: int = 1
+    batch_size: int = 10
+    beta1: float = 0.9
+    beta2: float = 0.99
+    weight_decay: float = 0.0  # decoupled: param -= lr * wd * param
+
+    def samples_processed(self, num_samples: int) -> int:
+        return self.local_epochs * num_samples
+
+    def init(self, params: Params) -> Params:
+        return self.pack({n: torch.zeros_like(p) for n, p in params.items()})
+
+    @staticmethod
+    def pack(m: Params) -> Params:
+        return {f"m:{n}": t for n, t in m.items()}
+
+    @staticmethod
+    def unpack(state: Params) -> dict[str, Params]:
+        """{"m": {name: tensor}}."""
+        return {"m": {key.split(":", 1)[1]: t for key, t in state.items()}}
+
+    def step(self, params: Params, grads: Params, state: Params) -> tuple[Params, Params]:
+        new, new_state = {}, {}
+        for n, p in params.items():
+            new[n], new_state[f"m:{n}"] = rules.lion(p, grads[n], state[f"m:{n}"], self.lr, self.beta1, self.beta2,
+                                                     self.weight_decay)
+        return new, new_state
+
+
 def minibatches(num_samples: int, cfg: LocalSGD, rng: np.random.Generator) -> list[torch.Tensor]:
     """The client's minibatches, epoch after epoch, each epoch in a fresh random order."""
     return [batch for _ in range(cfg.local_epochs)

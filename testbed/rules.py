@@ -4,6 +4,9 @@ Each rule takes a parameter tensor, its gradient (or server pseudo-gradient) and
 tensors; nothing is updated in place, so the same rule runs per client, under vmap, or on a Ray worker.
 
 Client rule: SGD as torch.optim.SGD defines it (dampening 0, no Nesterov), checked against it in the tests.
+Client rules Adam (torch.optim.Adam / AdamW, and with flags the papers' variants: no bias correction, eps inside
+the square root, the AMSGrad max) and Lion (Chen et al. 2023); a step count, where a rule needs one, is a tensor (0-d
+per client, [clients] when clients are stacked), so the rules run on stacked clients and under vmap alike.
 Server rules (Reddi et al., "Adaptive Federated Optimization", ICLR 2021, Algorithm 2): with the averaged
 client delta D = mean_i(x_i - x):
     m = b1*m + (1-b1)*D
@@ -62,3 +65,68 @@ def server_adagrad(x: Tensor, delta: Tensor, m: Tensor, v: Tensor, lr: float, be
     m = beta1 * m + (1 - beta1) * delta
     v = v + delta.square()
     return _adaptive_step(x, m, v, lr, tau), m, v
+
+
+def _per_sample(scalar: Tensor, like: Tensor) -> Tensor:
+    """A step count (or a factor made from it) shaped to broadcast against `like`: 0-d for one client, or with a
+    leading client dimension when the clients' tensors are stacked (train_stacked) — then it is [clients] and
+    `like` is [clients, ...]. Only shapes are read, so this is the same under vmap (where both are per-client)."""
+    return scalar.reshape(scalar.shape + (1,) * (like.dim() - scalar.dim())).to(like.dtype)
+
+
+def adam(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, vmax: Tensor | None, step: Tensor | None, lr: float,
+         beta1: float, beta2: float, eps: float, weight_decay: float = 0.0, decoupled: bool = False,
+         bias_correction: bool = True, amsgrad: bool = False,
+         eps_inside_sqrt: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """One Adam step on a client; returns (param, m, v, vmax). `step` is this step's 1-based index t (a tensor:
+    0-d, or [clients] for stacked clients); it is read only for bias correction. `vmax` is AMSGrad's running
+    maximum of v (None without amsgrad).
+
+        g = grad + wd * param                       (weight decay as L2, unless decoupled)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g^2
+        vmax = max(vmax, v); use vmax for v below   (amsgrad)
+        mhat, vhat = m / (1 - b1^t), v / (1 - b2^t) (bias_correction; else m, v)
+        param = param * (1 - lr * wd)                (decoupled: AdamW)
+        param = param - lr * mhat / (sqrt(vhat) + eps)    or, eps_inside_sqrt,  lr * mhat / sqrt(vhat + eps)
+
+    With the defaults this is torch.optim.Adam (amsgrad included, the max taken of the uncorrected v as torch
+    does); decoupled=True is torch.optim.AdamW. The papers' variants:
+      FedAdam-SSM (Deng et al., eqs. 3-5): bias_correction=False, eps_inside_sqrt=True.
+      FAdamGT / FAdamET / LocalAdam (Chen et al. 2025, Alg. 1): bias_correction=False, amsgrad=True.
+      FAFED as run in FedLion's released code: torch.optim.AdamW (decoupled=True, bias corrected).
+    Everything is elementwise; Python branches only on the flags, never on tensor values."""
+    if weight_decay and not decoupled:
+        grad = grad + weight_decay * param
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad.square()
+    if amsgrad:
+        vmax = torch.maximum(vmax, v)
+    second = vmax if amsgrad else v
+    if decoupled and weight_decay:
+        param = param * (1 - lr * weight_decay)
+    if bias_correction:
+        step = step.to(torch.float64)  # the factors in double, as torch computes them in Python floats
+        step_size = _per_sample(lr / (1 - beta1 ** step), param)
+        correction2 = 1 - beta2 ** step
+        if eps_inside_sqrt:
+            denom = (second / _per_sample(correction2, param) + eps).sqrt()
+        else:
+            denom = second.sqrt() / _per_sample(correction2.sqrt(), param) + eps
+        return param - step_size * (m / denom), m, v, vmax
+    denom = (second + eps).sqrt() if eps_inside_sqrt else second.sqrt() + eps
+    return param - lr * (m / denom), m, v, vmax
+
+
+def lion(param: Tensor, grad: Tensor, m: Tensor, lr: float, beta1: float, beta2: float,
+         weight_decay: float = 0.0) -> tuple[Tensor, Tensor]:
+    """One Lion step (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms", Algorithm 2); returns
+    (param, m). FedLion's local step (Tang & Chang 2024, Alg. 1) is the same rule with weight_decay 0.
+
+        c = b1 * m + (1 - b1) * g;   param = param - lr * (sign(c) + wd * param);   m = b2 * m + (1 - b2) * g
+
+    sign(0) = 0, as torch.sign gives."""
+    update = torch.sign(beta1 * m + (1 - beta1) * grad)
+    if weight_decay:
+        update = update + weight_decay * param
+    return param - lr * update, beta2 * m + (1 - beta2) * grad
