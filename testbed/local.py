@@ -15,32 +15,50 @@ A client's optimizer state (momentum, moments) can be given and is returned, so 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
 from torch.func import grad_and_value, vmap
 
 from testbed import rules
-from testbed.algorithms.base import Params
 
-Objective = Callable[[Params, Params, torch.Tensor, torch.Tensor, dict], tuple[torch.Tensor, dict]]
-Trained = tuple[Params, dict[str, float], Params]  # parameters, {train_loss, train_accuracy}, optimizer state
+if TYPE_CHECKING:  # a type only: importing testbed.algorithms here would be circular
+    from testbed.algorithms.base import Params
+
+Objective = Callable[["Params", "Params", torch.Tensor, torch.Tensor, dict], tuple[torch.Tensor, dict]]
+Trained = tuple["Params", dict[str, float], "Params"]  # parameters, {train_loss, train_accuracy}, optimizer state
 
 
 @dataclass(frozen=True)
-class LocalSGD:
-    """Minibatch SGD as torch.optim.SGD defines it, for `local_epochs` passes over the client's data."""
+class LocalSchedule:
+    """What every local optimizer shares: a learning rate and the minibatch schedule, `local_epochs` passes over
+    the client's data or, when `local_steps` is set, exactly that many minibatches (passes repeated as needed, for
+    papers that count local iterations, e.g. FedAdam-SSM's 30)."""
 
     lr: float
     local_epochs: int = 1
     batch_size: int = 10
-    momentum: float = 0.0
-    weight_decay: float = 0.0
+    local_steps: int | None = None
+
+    def batch_sizes(self, num_samples: int) -> list[int]:
+        epoch = [min(self.batch_size, num_samples - start) for start in range(0, num_samples, self.batch_size)]
+        return epoch * self.local_epochs if self.local_steps is None else \
+            (epoch * math.ceil(self.local_steps / len(epoch)))[: self.local_steps]
 
     def samples_processed(self, num_samples: int) -> int:
-        return self.local_epochs * num_samples
+        """What the device computes on (its FLOPs follow from it)."""
+        return sum(self.batch_sizes(num_samples))
+
+
+@dataclass(frozen=True)
+class LocalSGD(LocalSchedule):
+    """Minibatch SGD as torch.optim.SGD defines it."""
+
+    momentum: float = 0.0
+    weight_decay: float = 0.0
 
     def init(self, params: Params) -> Params:
         """Momentum buffers start at zero: torch's first step (buffer = gradient) is then the same step."""
@@ -54,7 +72,7 @@ class LocalSGD:
 
 
 @dataclass(frozen=True)
-class LocalAdam:
+class LocalAdam(LocalSchedule):
     """Minibatch Adam, torch.optim.Adam with the defaults and the papers' variants with the flags (rules.adam).
 
     State: a flat dict of tensors, so train_stacked can stack it per client and hand it back per client:
@@ -62,9 +80,6 @@ class LocalAdam:
     "step" (steps taken, a 0-d float64 tensor, which can also be averaged across clients). All start at zero as in
     torch; pack() builds a state from given moments (a device resuming its own, or a server's global M and V)."""
 
-    lr: float
-    local_epochs: int = 1
-    batch_size: int = 10
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
@@ -73,9 +88,6 @@ class LocalAdam:
     bias_correction: bool = True
     amsgrad: bool = False
     eps_inside_sqrt: bool = False  # sqrt(v + eps), FedAdam-SSM's eq. 5; else sqrt(v) + eps as torch
-
-    def samples_processed(self, num_samples: int) -> int:
-        return self.local_epochs * num_samples
 
     def init(self, params: Params) -> Params:
         zeros = {n: torch.zeros_like(p) for n, p in params.items()}
@@ -117,21 +129,15 @@ class LocalAdam:
 
 
 @dataclass(frozen=True)
-class LocalLion:
+class LocalLion(LocalSchedule):
     """Minibatch Lion (rules.lion: Chen et al. 2023; FedLion's local step with weight_decay 0).
 
     State: {"m:<name>": momentum}, zeros at the start as in FedLion's m_0 = 0; pack() builds one from a given
     momentum (FedLion's clients start each round from the server's averaged momentum)."""
 
-    lr: float
-    local_epochs: int = 1
-    batch_size: int = 10
     beta1: float = 0.9
     beta2: float = 0.99
     weight_decay: float = 0.0  # decoupled: param -= lr * wd * param
-
-    def samples_processed(self, num_samples: int) -> int:
-        return self.local_epochs * num_samples
 
     def init(self, params: Params) -> Params:
         return self.pack({n: torch.zeros_like(p) for n, p in params.items()})
@@ -153,10 +159,12 @@ class LocalLion:
         return new, new_state
 
 
-def minibatches(num_samples: int, cfg: LocalSGD, rng: np.random.Generator) -> list[torch.Tensor]:
-    """The client's minibatches, epoch after epoch, each epoch in a fresh random order."""
-    return [batch for _ in range(cfg.local_epochs)
-            for batch in torch.from_numpy(rng.permutation(num_samples)).split(cfg.batch_size)]
+def minibatches(num_samples: int, cfg: LocalSchedule, rng: np.random.Generator) -> list[torch.Tensor]:
+    """The client's minibatches, epoch after epoch, each epoch in a fresh random order (cut at cfg.local_steps)."""
+    count = len(cfg.batch_sizes(num_samples))
+    epochs = math.ceil(count / math.ceil(num_samples / cfg.batch_size))
+    return [batch for _ in range(epochs)
+            for batch in torch.from_numpy(rng.permutation(num_samples)).split(cfg.batch_size)][:count]
 
 
 def _frozen(old: Params, new: Params, aux: dict) -> Params:
@@ -176,7 +184,7 @@ def _stack(trees: list[dict]) -> dict:
             for k in trees[0]}
 
 
-def train_one(objective: Objective, params: Params, x: torch.Tensor, y: torch.Tensor, cfg: LocalSGD,
+def train_one(objective: Objective, params: Params, x: torch.Tensor, y: torch.Tensor, cfg: LocalSchedule,
               rng: np.random.Generator, extras: dict | None = None, state: Params | None = None) -> Trained:
     """Train one client from `params` (also the anchor).
 
@@ -200,7 +208,7 @@ def train_one(objective: Objective, params: Params, x: torch.Tensor, y: torch.Te
 
 
 def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Tensor], ys: list[torch.Tensor],
-                  cfg: LocalSGD, rngs: list[np.random.Generator], extras: list[dict] | None = None,
+                  cfg: LocalSchedule, rngs: list[np.random.Generator], extras: list[dict] | None = None,
                   states: list[Params | None] | None = None) -> list[Trained]:
     """Train several clients together: parameters stacked on a leading client dimension, one vmapped gradient
     per step for all clients whose minibatch has the same size. Clients that run out of minibatches stop

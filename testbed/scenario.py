@@ -217,6 +217,7 @@ class Client(Strict):
     lr: PositiveFloat
     local_epochs: PositiveInt = 1
     batch_size: PositiveInt = 10
+    local_steps: PositiveInt | None = None   # exactly this many minibatches instead of local_epochs passes
     momentum: Fraction = 0.0
     weight_decay: NonNegativeFloat = 0.0
 

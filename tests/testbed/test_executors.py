@@ -136,3 +136,16 @@ def test_recurrent_models_fall_back_to_one_client_at_a_time(caplog):
     for batched_result, serial_result in zip(batched.train(strategy, jobs), serial):
         for name in params:
             torch.testing.assert_close(batched_result.update[name], serial_result.update[name])
+
+
+def test_local_steps_cut_the_schedule_and_the_flops_count():
+    """25 samples in batches of 10 are epochs of 10, 10, 5: seven steps take 2 1/3 passes, 60 samples."""
+    from testbed.local import minibatches
+
+    cfg = LocalSGD(lr=0.1, batch_size=10, local_steps=7)
+    assert cfg.batch_sizes(25) == [10, 10, 5, 10, 10, 5, 10] and cfg.samples_processed(25) == 60
+    batches = minibatches(25, cfg, np.random.default_rng(0))
+    assert [len(b) for b in batches] == [10, 10, 5, 10, 10, 5, 10]
+    assert sorted(torch.cat(batches[:3]).tolist()) == list(range(25))  # each pass is a permutation
+    by_epochs = minibatches(25, LocalSGD(lr=0.1, batch_size=10, local_epochs=3), np.random.default_rng(0))
+    assert all(torch.equal(a, b) for a, b in zip(batches, by_epochs))  # the same draws as whole epochs
