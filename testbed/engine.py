@@ -200,12 +200,13 @@ class Engine:
 
     def _train(self, state, tasks: dict[int, Task], timelines: dict[int, Timeline], kept: list[int]) -> list[Arrival]:
         """Real training of the kept tasks only, each on the model as its codec delivered it."""
+        broadcast = getattr(self.exp.strategy, "broadcast", lambda state: state.params)
         received = {}
         jobs = []
         for d in sorted(kept):
             codec = tasks[d].down
             if codec not in received:
-                received[codec] = transmit(codec, state.params)
+                received[codec] = transmit(codec, broadcast(state), self.shapes)
             jobs.append(TrainJob(tasks[d], received[codec], self.exp.clients.train[d],
                                  stream(self.cfg.seed, Purpose.TRAINING, tasks[d].round, d)))
         results = self.exp.executor.train(self.exp.strategy, jobs)
@@ -215,7 +216,7 @@ class Engine:
             if up.nbytes(self.shapes) != timelines[d].bytes_up:  # the clock was planned with the task's codec
                 raise AssertionError(f"device {d}: uploads {up.nbytes(self.shapes)} bytes, "
                                      f"the round was planned with {timelines[d].bytes_up}")
-            arrivals.append(Arrival(d, job.task.num_samples, transmit(up, result.update), result.metrics,
+            arrivals.append(Arrival(d, job.task.num_samples, transmit(up, result.update, self.shapes), result.metrics,
                                     result.local_state, timelines[d], job.task))
         return arrivals
 

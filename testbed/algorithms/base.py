@@ -8,8 +8,11 @@ Flower's configure/aggregate with explicit failures:
     objective(loss_fn) -> (params, anchor, x, y, extras) -> (loss, aux)   # what a device minimises
     finish(task, trained, received, stats, opt_state) -> Result       # what a device sends back, and keeps
     aggregate(state, round, arrivals, failures) -> (ServerState, metrics)
-    personal_models(state) -> {device: params}                        # optional: devices' own models, evaluated
-                                                                      # on their own test data
+    optional hooks:
+    broadcast(state) -> tensors              # what the server sends (default: the model; FedAdam adds its moments)
+    start(task, received) -> (params, opt_state)   # on the device: what it trains from, with what it kept
+                                             # (default: the model as received, a fresh optimizer)
+    personal_models(state) -> {device: params}     # devices' own models, evaluated on their own test data
 Executors own the training loops (testbed/local.py), so a strategy is written once for all of them.
 Per-device state (importance scores, bandit agents, personal models) lives in ServerState.clients, keyed by
 device id: the server's copy of what each device keeps. What a device keeps between rounds never travels, so it
@@ -81,8 +84,8 @@ class Task:
     ratio: float | None = None            # the device's sparse ratio this round (submodel methods)
     forward_flops: int | None = None      # forward multiply-adds per sample of its submodel (None: the model's)
     extras: dict = field(default_factory=dict)  # per-client tensors the objective reads, e.g. a mask
-    local: Params = field(default_factory=dict)  # tensors the device holds and trains with the model (FedLPS's
-                                                 # importance scores); they never travel
+    local: Params = field(default_factory=dict)  # what the device kept from earlier rounds (FedLPS's importance
+                                                 # scores, FAdamGT's moments): never on the wire; start() uses it
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,10 @@ class FedLPS:
                               local={SCORE + name: q for name, q in scores.items()}))
         return tasks
 
+    def start(self, task: Task, received: Params) -> tuple[Params, None]:
+        """The device trains its importance scores along with the model."""
+        return received | task.local, None
+
     def objective(self, loss_fn: LossFn):
         names, mu, lam, faithful = list(self.costs.units), self.mu, self.lam, self.code_faithful
 

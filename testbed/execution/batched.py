@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from testbed.algorithms.base import Result, Strategy
-from testbed.execution.common import TrainJob
+from testbed.execution.common import TrainJob, starting_point
 from testbed.execution.serial import SerialExecutor
 from testbed.local import train_stacked
 
@@ -37,10 +37,11 @@ class BatchedExecutor(SerialExecutor):
         for start in range(0, len(jobs), size):
             group = jobs[start : start + size]
             data = [self.data(job) for job in group]
-            trained = train_stacked(objective, [job.params | job.task.local for job in group], [x for x, _ in data],
+            starts = [starting_point(strategy, job) for job in group]
+            trained = train_stacked(objective, [params for params, _ in starts], [x for x, _ in data],
                                     [y for _, y in data], strategy.client,
                                     [np.random.default_rng(job.seed) for job in group],
-                                    [job.task.extras for job in group], [job.opt_state for job in group])
+                                    [job.task.extras for job in group], [state for _, state in starts])
             results += [strategy.finish(job.task, params, job.params, stats, state)
                         for job, (params, stats, state) in zip(group, trained)]
         return results

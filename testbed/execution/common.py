@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from testbed.algorithms.base import LossFn, Params, Task
+from testbed.algorithms.base import LossFn, Params, Strategy, Task
 
 EVAL_BATCH = 1000
 
@@ -18,7 +18,13 @@ class TrainJob:
     params: Params                  # the model as the device decoded it
     indices: np.ndarray             # the device's training samples
     seed: np.random.SeedSequence    # the (device, round) stream
-    opt_state: Params | None = None  # the device's optimizer state from earlier rounds (None: fresh)
+
+
+def starting_point(strategy: Strategy, job: TrainJob) -> tuple[Params, Params | None]:
+    """What the device trains from, and its optimizer's starting state: the strategy's start(task, received),
+    which folds in what the device kept (FedLPS's scores, FAdamGT's moments), or the model as received."""
+    start = getattr(strategy, "start", None)
+    return start(job.task, job.params) if start else (job.params, None)
 
 
 def make_loss_fn(model: torch.nn.Module) -> LossFn:

@@ -6,7 +6,7 @@ import torch
 
 from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
-from testbed.execution.common import TrainJob, make_loss_fn
+from testbed.execution.common import TrainJob, make_loss_fn, starting_point
 from testbed.local import train_one
 
 
@@ -24,8 +24,9 @@ class SerialExecutor:
         results = []
         for job in jobs:
             x, y = self.data(job)
-            trained, stats, state = train_one(objective, job.params | job.task.local, x, y, strategy.client,
-                                              np.random.default_rng(job.seed), job.task.extras, job.opt_state)
+            params, state = starting_point(strategy, job)
+            trained, stats, state = train_one(objective, params, x, y, strategy.client,
+                                              np.random.default_rng(job.seed), job.task.extras, state)
             results.append(strategy.finish(job.task, trained, job.params, stats, state))
         return results
 
