@@ -12,10 +12,10 @@ import torch
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from testbed.algorithms import (EUCB, PUCBV, CapabilityRatio, FedAvg, FedLPS, FixedRatio, LevelsUpToCapability,
-                                PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, xi_for)
+                                PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, SparseFedAdam, xi_for)
 from testbed.errors import TestbedError
-from testbed.local import LocalSGD
-from testbed.payload import Dense
+from testbed.local import LocalAdam, LocalSchedule, LocalSGD
+from testbed.payload import Dense, TopK
 from testbed.schema.common import Capability, Fraction, Strict
 from testbed.submodel import SubmodelCosts
 
@@ -34,6 +34,11 @@ class Build:
     @property
     def xi(self) -> float:
         return xi_for(self.rounds, self.clients_per_round)
+
+    @property
+    def schedule(self) -> dict:
+        """The client section's learning rate and minibatch schedule, for a local optimizer other than SGD."""
+        return {f: getattr(self.client, f) for f in LocalSchedule.__dataclass_fields__}
 
 
 # ---- dense methods --------------------------------------------------------------------------------------
@@ -232,8 +237,67 @@ class FedMPConfig(PartialConfig):
     ratio: Ratio = EUCBRatio(kind="eucb")
 
 
+# ---- adaptive local optimizers with compressed uplinks ----------------------------------------------------
+class FedAdamMomentsConfig(Strict):
+    """FedAdam with moment averaging (FedAdam-SSM's Alg. 1): local Adam from the global W, M, V; all three sent
+    dense. The client section gives lr, batch_size and local_steps (the paper: 30)."""
+
+    name: Literal["fedadam_moments"]
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.999
+    eps: PositiveFloat = 1e-6
+
+    def _client(self, b: Build) -> LocalAdam:  # the paper's local Adam: no bias correction, eps inside the sqrt
+        return LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps, bias_correction=False,
+                         eps_inside_sqrt=True)
+
+    def _codec(self, b: Build):
+        return Dense(b.up.dtype, ("", "m", "v"))
+
+    def strategy(self, b: Build):
+        return SparseFedAdam(self._client(b), self._codec(b), fairness=self.name == "fairness_top")
+
+
+class FedAdamSSMConfig(FedAdamMomentsConfig):
+    """FedAdam-SSM: one shared top-k mask (of the model update) for the update and both moments."""
+
+    name: Literal["fedadam_ssm"]
+    alpha: Annotated[float, Field(gt=0, le=1)] = 0.05      # k = floor(alpha d)
+    SELECT_BY: ClassVar[str | None] = None
+    SHARED: ClassVar[bool] = True
+
+    def _codec(self, b: Build):
+        return TopK(self.alpha, ("", "m", "v"), b.up.dtype, shared_mask=self.SHARED, select_by=self.SELECT_BY)
+
+
+class FedAdamTopConfig(FedAdamSSMConfig):
+    """FedAdam-Top: three independent top-k masks."""
+
+    name: Literal["fedadam_top"]
+    SHARED: ClassVar[bool] = False
+
+
+class FedAdamSSMMConfig(FedAdamSSMConfig):
+    name: Literal["fedadam_ssm_m"]
+    SELECT_BY: ClassVar[str | None] = "m"
+
+
+class FedAdamSSMVConfig(FedAdamSSMConfig):
+    name: Literal["fedadam_ssm_v"]
+    SELECT_BY: ClassVar[str | None] = "v"
+
+
+class FairnessTopConfig(FedAdamSSMConfig):
+    """One shared mask, fair to the update and both moments (top ceil(k/3) of each, united)."""
+
+    name: Literal["fairness_top"]
+    SELECT_BY: ClassVar[str | None] = "fair"
+
+
 Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdamConfig,
                             FedYogiConfig, FedLPSConfig, FLSTConfig, RCRConfig, PartialConfig, HeteroFLConfig,
-                            FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig], Field(discriminator="name")]
+                            FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig, FedAdamMomentsConfig,
+                            FedAdamSSMConfig, FedAdamTopConfig, FedAdamSSMMConfig, FedAdamSSMVConfig,
+                            FairnessTopConfig], Field(discriminator="name")]
 
 

@@ -1,0 +1,114 @@
+"""FedAdam with moment averaging and its sparse uplinks: FedAdam, FedAdam-Top, FedAdam-SSM (+ _M, _V), Fairness-Top.
+
+Paper: Deng et al., "Towards Communication-efficient Federated Learning via Sparse and Aligned Adaptive
+Optimization" (FedAdam-SSM); digest in specs/fedadam_ssm.md.
+Every round each device starts from the global model W and moments M, V, and runs L local Adam steps without
+bias correction, eps inside the square root (eq. 3-5; testbed.local.LocalAdam):
+    m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2 ;  w <- w - eta m / sqrt(v + eps)
+It uploads DW = w - W, DM = m - M, DV = v - V through its codec (payload.TopK, k = floor(alpha d) of the
+flattened model):
+    FedAdam        all three, dense
+    FedAdam-Top    each sparsified by its own top-k mask (three masks)
+    FedAdam-SSM    one shared mask, the top-k of |DW| (eq. 28), applied to all three
+    SSM_M, SSM_V   one shared mask from the top-k of |DM|, of |DV|
+    Fairness-Top   one shared mask: the top ceil(k/3) of each of |DW|, |DM|, |DV|, united, then filled or trimmed
+                   to k by taking the next largest of each in turn (spec's recommendation; the paper gives no rule)
+Server: X <- X + sum_n |D_n| DX_n / sum_n |D_n| for X in {W, M, V} (no per-entry renormalization, eq. 10-12).
+Deviations: the downlink is counted (the paper ignores it) and is the dense W, M, V, which a device that missed
+rounds needs (the paper's devices, all present every round, could download the sparse aggregates instead).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
+                                     select_uniform, weighted_mean)
+from testbed.algorithms.fedavg import mean_metric
+from testbed.local import LocalAdam
+from testbed.payload import Dense, TopK
+
+MOMENTS = ("m", "v")
+
+
+def split_parts(tensors: Params) -> tuple[Params, Params]:
+    """The model's tensors and the 'part:name' ones."""
+    return ({n: t for n, t in tensors.items() if ":" not in n}, {n: t for n, t in tensors.items() if ":" in n})
+
+
+def fairness_mask(parts: list[torch.Tensor], k: int) -> torch.Tensor:
+    """Fairness-aware top-k over several flat vectors: the top ceil(k/P) of each, united; filled round-robin with
+    each vector's next largest, or trimmed in the same order, to exactly k positions. A 0/1 float vector."""
+    orders = [torch.argsort(p.abs(), descending=True, stable=True) for p in parts]
+    chosen: dict[int, None] = {}  # insertion-ordered set
+    depth = math.ceil(k / len(parts))
+    for order in orders:
+        chosen.update(dict.fromkeys(order[:depth].tolist()))
+    while len(chosen) < k:
+        for order in orders:
+            for index in order[depth:].tolist():
+                if index not in chosen:
+                    chosen[index] = None
+                    break
+            if len(chosen) == k:
+                break
+        depth += 1
+    mask = torch.zeros(parts[0].numel())
+    mask[list(chosen)[:k]] = 1.0
+    return mask
+
+
+@dataclass(frozen=True)
+class SparseFedAdam:
+    client: LocalAdam
+    up: Dense | TopK           # Dense(parts=("", "m", "v")) for FedAdam; TopK for the sparse variants
+    fairness: bool = False     # Fairness-Top's shared mask (the codec then selects by the "fair" part)
+
+    @property
+    def down(self) -> Dense:
+        return Dense(self.up.dtype, ("",) + MOMENTS)
+
+    def init(self, params: Params) -> ServerState:
+        zeros = {n: torch.zeros_like(p) for n, p in params.items()}
+        return ServerState(params, {"m": zeros, "v": dict(zeros)})
+
+    def broadcast(self, state: ServerState) -> Params:
+        return state.params | {f"{part}:{n}": t for part in MOMENTS for n, t in state.optimizer[part].items()}
+
+    def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
+        return [Task(int(d), ctx.round, int(ctx.num_samples[d]), self.client.samples_processed(int(ctx.num_samples[d])),
+                     self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
+
+    def start(self, task: Task, received: Params) -> tuple[Params, Params]:
+        model, moments = split_parts(received)
+        return model, moments | {"step": torch.zeros((), dtype=torch.float64)}
+
+    def objective(self, loss_fn: LossFn):
+        def objective(params, anchor, x, y, extras):
+            loss, accuracy = loss_fn(params, x, y)
+            return loss, {"accuracy": accuracy}
+
+        return objective
+
+    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
+               opt_state: Params) -> Result:
+        update = {n: trained[n] - received[n] for n in trained}
+        update |= {key: opt_state[key] - received[key] for key in received if ":" in key}
+        if self.fairness:
+            flat = [torch.cat([update[f"{p}:{n}" if p else n].reshape(-1) for n in trained]) for p in ("",) + MOMENTS]
+            mask = fairness_mask(flat, self.up.k(flat[0].numel()))
+            offsets = np.cumsum([0] + [t.numel() for t in trained.values()])
+            update |= {f"fair:{n}": mask[a:b].reshape(t.shape) for (n, t), a, b in zip(trained.items(), offsets, offsets[1:])}
+        return Result(update, stats)
+
+    def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
+                  failures: list[Failure]) -> tuple[ServerState, dict[str, float]]:
+        if not arrivals:
+            return state, {}
+        delta = weighted_mean([a.update for a in arrivals], [a.num_samples for a in arrivals])
+        params = {n: p + delta[n] for n, p in state.params.items()}
+        moments = {part: {n: t + delta[f"{part}:{n}"] for n, t in state.optimizer[part].items()} for part in MOMENTS}
+        return ServerState(params, moments, state.clients), {"train_loss": mean_metric(arrivals, "train_loss")}
