@@ -40,25 +40,22 @@ def split_parts(tensors: Params) -> tuple[Params, Params]:
 
 
 def fairness_mask(parts: list[torch.Tensor], k: int) -> torch.Tensor:
-    """Fairness-aware top-k over several flat vectors: the top ceil(k/P) of each, united; filled round-robin with
-    each vector's next largest, or trimmed in the same order, to exactly k positions. A 0/1 float vector."""
-    orders = [torch.argsort(p.abs(), descending=True, stable=True) for p in parts]
-    chosen: dict[int, None] = {}  # insertion-ordered set
-    depth = math.ceil(k / len(parts))
-    for order in orders:
-        chosen.update(dict.fromkeys(order[:depth].tolist()))
-    while len(chosen) < k:
+    """Fairness-aware top-k over several flat vectors of one length: rank by rank, each vector in turn adds its
+    next largest |entry| not chosen yet, until k are chosen. The top ceil(k/P) of each are thus united, then
+    filled (or, at the last rank, trimmed) round-robin, as the spec recommends. A 0/1 float vector with k ones."""
+    size = parts[0].numel()
+    if not 0 < k <= size:
+        raise ValueError(f"fairness_mask: k must be in [1, {size}], got {k}")
+    orders = [torch.argsort(p.abs(), descending=True, stable=True).tolist() for p in parts]
+    chosen: dict[int, None] = {}  # an insertion-ordered set
+    for rank in range(size):
         for order in orders:
-            for index in order[depth:].tolist():
-                if index not in chosen:
-                    chosen[index] = None
-                    break
+            chosen.setdefault(order[rank])
             if len(chosen) == k:
-                break
-        depth += 1
-    mask = torch.zeros(parts[0].numel())
-    mask[list(chosen)[:k]] = 1.0
-    return mask
+                mask = torch.zeros(size)
+                mask[list(chosen)] = 1.0
+                return mask
+    raise AssertionError("unreachable: every position is some vector's rank-th largest")
 
 
 @dataclass(frozen=True)
