@@ -40,22 +40,27 @@ def split_parts(tensors: Params) -> tuple[Params, Params]:
 
 
 def fairness_mask(parts: list[torch.Tensor], k: int) -> torch.Tensor:
-    """Fairness-aware top-k over several flat vectors of one length: rank by rank, each vector in turn adds its
-    next largest |entry| not chosen yet, until k are chosen. The top ceil(k/P) of each are thus united, then
-    filled (or, at the last rank, trimmed) round-robin, as the spec recommends. A 0/1 float vector with k ones."""
+    """Fairness-aware top-k over several flat vectors of one length (the spec's recommendation): the top ceil(k/P)
+    |entries| of each vector, united rank by rank (each vector's 1st, then each one's 2nd...) and cut to k in that
+    order; if fewer than k, filled round-robin, each vector adding its next largest not yet chosen. A 0/1 float
+    vector with k ones."""
     size = parts[0].numel()
     if not 0 < k <= size:
         raise ValueError(f"fairness_mask: k must be in [1, {size}], got {k}")
     orders = [torch.argsort(p.abs(), descending=True, stable=True).tolist() for p in parts]
-    chosen: dict[int, None] = {}  # an insertion-ordered set
-    for rank in range(size):
-        for order in orders:
-            chosen.setdefault(order[rank])
-            if len(chosen) == k:
-                mask = torch.zeros(size)
-                mask[list(chosen)] = 1.0
-                return mask
-    raise AssertionError("unreachable: every position is some vector's rank-th largest")
+    depth = math.ceil(k / len(parts))
+    chosen = list(dict.fromkeys(order[rank] for rank in range(min(depth, size)) for order in orders))[:k]
+    taken, next_rank = set(chosen), [depth] * len(orders)
+    while len(chosen) < k:
+        for i, order in enumerate(orders):
+            while next_rank[i] < size and order[next_rank[i]] in taken:
+                next_rank[i] += 1
+            if next_rank[i] < size and len(chosen) < k:
+                chosen.append(order[next_rank[i]])
+                taken.add(chosen[-1])
+    mask = torch.zeros(size)
+    mask[chosen] = 1.0
+    return mask
 
 
 @dataclass(frozen=True)
