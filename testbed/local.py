@@ -61,13 +61,14 @@ class LocalSGD(LocalSchedule):
     weight_decay: float = 0.0
 
     def init(self, params: Params) -> Params:
-        """Momentum buffers start at zero: torch's first step (buffer = gradient) is then the same step."""
-        return {n: torch.zeros_like(p) for n, p in params.items()} if self.momentum else {}
+        """Momentum buffers "m:<name>" start at zero: torch's first step (buffer = gradient) is then the same."""
+        return {f"m:{n}": torch.zeros_like(p) for n, p in params.items()} if self.momentum else {}
 
     def step(self, params: Params, grads: Params, state: Params) -> tuple[Params, Params]:
         new, buffers = {}, {}
         for n, p in params.items():
-            new[n], buffers[n] = rules.sgd(p, grads[n], state.get(n), self.lr, self.momentum, self.weight_decay)
+            new[n], buffers[f"m:{n}"] = rules.sgd(p, grads[n], state.get(f"m:{n}"), self.lr, self.momentum,
+                                                  self.weight_decay)
         return new, (buffers if self.momentum else {})
 
 

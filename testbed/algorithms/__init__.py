@@ -3,6 +3,8 @@ from testbed.algorithms.base import (Arrival, Failure, Result, RoundContext, Ser
 from testbed.algorithms.fedavg import FedAvg, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi
 from testbed.algorithms.fedlps import FedLPS
 from testbed.algorithms.partial import PartialModel
+from testbed.algorithms.fedlion import FAFED, MFL, FedLion
+from testbed.algorithms.moments import MomentAveraging
 from testbed.algorithms.sparse_adam import SparseFedAdam
 from testbed.algorithms.ratios import (EUCB, PUCBV, CapabilityRatio, Feedback, FixedRatio, LevelsUpToCapability,
                                        xi_for)
@@ -10,4 +12,4 @@ from testbed.algorithms.ratios import (EUCB, PUCBV, CapabilityRatio, Feedback, F
 __all__ = ["Arrival", "Failure", "Result", "RoundContext", "ServerState", "Strategy", "Task", "Timeline",
            "holder_mean", "select_uniform", "weighted_mean", "FedAvg", "ServerAdagrad", "ServerAdam", "ServerSGD",
            "ServerYogi", "FedLPS", "PartialModel", "EUCB", "PUCBV", "CapabilityRatio", "Feedback", "FixedRatio",
-           "LevelsUpToCapability", "xi_for", "SparseFedAdam"]
+           "LevelsUpToCapability", "xi_for", "SparseFedAdam", "FedLion", "MFL", "FAFED", "MomentAveraging"]

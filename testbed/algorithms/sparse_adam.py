@@ -21,22 +21,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, weighted_mean)
-from testbed.algorithms.fedavg import mean_metric
+from testbed.algorithms.base import Params, Result, Task
+from testbed.algorithms.moments import MomentAveraging, split_parts
 from testbed.local import LocalAdam
 from testbed.payload import Dense, TopK
 
 MOMENTS = ("m", "v")
-
-
-def split_parts(tensors: Params) -> tuple[Params, Params]:
-    """The model's tensors and the 'part:name' ones."""
-    return ({n: t for n, t in tensors.items() if ":" not in n}, {n: t for n, t in tensors.items() if ":" in n})
 
 
 def fairness_mask(parts: list[torch.Tensor], k: int) -> torch.Tensor:
@@ -64,53 +59,24 @@ def fairness_mask(parts: list[torch.Tensor], k: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class SparseFedAdam:
+class SparseFedAdam(MomentAveraging):
     client: LocalAdam
     up: Dense | TopK           # Dense(parts=("", "m", "v")) for FedAdam; TopK for the sparse variants
     fairness: bool = False     # Fairness-Top's shared mask (the codec then selects by the "fair" part)
-
-    @property
-    def down(self) -> Dense:
-        return Dense(self.up.dtype, ("",) + MOMENTS)
-
-    def init(self, params: Params) -> ServerState:
-        zeros = {n: torch.zeros_like(p) for n, p in params.items()}
-        return ServerState(params, {"m": zeros, "v": dict(zeros)})
-
-    def broadcast(self, state: ServerState) -> Params:
-        return state.params | {f"{part}:{n}": t for part in MOMENTS for n, t in state.optimizer[part].items()}
-
-    def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
-        return [Task(int(d), ctx.round, int(ctx.num_samples[d]), self.client.samples_processed(int(ctx.num_samples[d])),
-                     self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
+    PARTS: ClassVar[tuple[str, ...]] = MOMENTS
 
     def start(self, task: Task, received: Params) -> tuple[Params, Params]:
         model, moments = split_parts(received)
         return model, moments | {"step": torch.zeros((), dtype=torch.float64)}
 
-    def objective(self, loss_fn: LossFn):
-        def objective(params, anchor, x, y, extras):
-            loss, accuracy = loss_fn(params, x, y)
-            return loss, {"accuracy": accuracy}
-
-        return objective
-
     def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
                opt_state: Params) -> Result:
-        update = {n: trained[n] - received[n] for n in trained}
-        update |= {key: opt_state[key] - received[key] for key in received if ":" in key}
-        if self.fairness:
-            flat = [torch.cat([update[f"{p}:{n}" if p else n].reshape(-1) for n in trained]) for p in ("",) + MOMENTS]
-            mask = fairness_mask(flat, self.up.k(flat[0].numel()))
-            offsets = np.cumsum([0] + [t.numel() for t in trained.values()])
-            update |= {f"fair:{n}": mask[a:b].reshape(t.shape) for (n, t), a, b in zip(trained.items(), offsets, offsets[1:])}
-        return Result(update, stats)
-
-    def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
-                  failures: list[Failure]) -> tuple[ServerState, dict[str, float]]:
-        if not arrivals:
-            return state, {}
-        delta = weighted_mean([a.update for a in arrivals], [a.num_samples for a in arrivals])
-        params = {n: p + delta[n] for n, p in state.params.items()}
-        moments = {part: {n: t + delta[f"{part}:{n}"] for n, t in state.optimizer[part].items()} for part in MOMENTS}
-        return ServerState(params, moments, state.clients), {"train_loss": mean_metric(arrivals, "train_loss")}
+        result = super().finish(task, trained, received, stats, opt_state)
+        if not self.fairness:
+            return result
+        update = result.update
+        flat = [torch.cat([update[f"{p}:{n}" if p else n].reshape(-1) for n in trained]) for p in ("",) + MOMENTS]
+        mask = fairness_mask(flat, self.up.k(flat[0].numel()))
+        offsets = np.cumsum([0] + [t.numel() for t in trained.values()])
+        scores = {f"fair:{n}": mask[a:b].reshape(t.shape) for (n, t), a, b in zip(trained.items(), offsets, offsets[1:])}
+        return Result(update | scores, stats)

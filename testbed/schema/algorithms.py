@@ -12,10 +12,11 @@ import torch
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from testbed.algorithms import (EUCB, PUCBV, CapabilityRatio, FedAvg, FedLPS, FixedRatio, LevelsUpToCapability,
-                                PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, SparseFedAdam, xi_for)
+                                PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, SparseFedAdam, xi_for,
+                                FAFED, MFL, FedLion)
 from testbed.errors import TestbedError
-from testbed.local import LocalAdam, LocalSchedule, LocalSGD
-from testbed.payload import Dense, TopK
+from testbed.local import LocalAdam, LocalLion, LocalSchedule, LocalSGD
+from testbed.payload import Dense, IntegerDelta, TopK
 from testbed.schema.common import Capability, Fraction, Strict
 from testbed.submodel import SubmodelCosts
 
@@ -294,10 +295,56 @@ class FairnessTopConfig(FedAdamSSMConfig):
     SELECT_BY: ClassVar[str | None] = "fair"
 
 
+class _FixedLocalSteps(Strict):
+    """Methods whose payload or state counts local steps: client.local_steps must be set."""
+
+    def steps(self, b: Build) -> int:
+        if b.client.local_steps is None:
+            raise TestbedError(f"client.local_steps: {self.name} counts its local steps (FedLion's uplink packs "
+                               "sums of E signs); set client.local_steps, e.g. 10")
+        return b.client.local_steps
+
+
+class FedLionConfig(_FixedLocalSteps):
+    """FedLion: local Lion from the global model and momentum; integer deltas + fp32 momentum uplink."""
+
+    name: Literal["fedlion"]
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.99
+
+    def strategy(self, b: Build):
+        up = IntegerDelta(self.steps(b), ("m",), b.up.dtype)
+        return FedLion(LocalLion(**b.schedule, beta1=self.beta1, beta2=self.beta2), up)
+
+
+class MFLConfig(Strict):
+    """MFL: local heavy-ball SGD from the global model and momentum buffer; both averaged."""
+
+    name: Literal["mfl"]
+    momentum: Fraction = 0.9
+
+    def strategy(self, b: Build):
+        return MFL(LocalSGD(**b.schedule, momentum=self.momentum), Dense(b.up.dtype, ("", "m")))
+
+
+class FAFEDConfig(_FixedLocalSteps):
+    """FAFED as run in FedLion's released code: local AdamW (bias-corrected), x, m, v averaged."""
+
+    name: Literal["fafed"]
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.99
+    eps: PositiveFloat = 1e-6
+
+    def strategy(self, b: Build):
+        self.steps(b)
+        client = LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps, decoupled=True)
+        return FAFED(client, Dense(b.up.dtype, ("", "m", "v")))
+
+
 Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdamConfig,
                             FedYogiConfig, FedLPSConfig, FLSTConfig, RCRConfig, PartialConfig, HeteroFLConfig,
                             FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig, FedAdamMomentsConfig,
                             FedAdamSSMConfig, FedAdamTopConfig, FedAdamSSMMConfig, FedAdamSSMVConfig,
-                            FairnessTopConfig], Field(discriminator="name")]
+                            FairnessTopConfig, FedLionConfig, MFLConfig, FAFEDConfig], Field(discriminator="name")]
 
 

@@ -55,7 +55,7 @@ def test_stacked_training_equals_one_client_at_a_time(mu):
         assert loss_stacked["train_accuracy"] == pytest.approx(loss_serial["train_accuracy"], rel=1e-6)
         for name in params:
             torch.testing.assert_close(p_stacked[name], p_serial[name], rtol=1e-4, atol=1e-5)
-            torch.testing.assert_close(s_stacked[name], s_serial[name], rtol=1e-4, atol=1e-5)  # momentum
+            torch.testing.assert_close(s_stacked[f"m:{name}"], s_serial[f"m:{name}"], rtol=1e-4, atol=1e-5)
         for trained in (p_serial, p_stacked):  # the masked unit kept its weights exactly; the others moved
             assert torch.equal(trained["conv.weight"][i], params["conv.weight"][i])
             assert not torch.equal(trained["conv.weight"][(i + 1) % 4], params["conv.weight"][(i + 1) % 4])
