@@ -290,6 +290,13 @@ class Scenario(Strict):
     executor: Executor = SerialExecutor()
 
     @model_validator(mode="after")
+    def _local_steps_where_counted(self):
+        if getattr(self.algorithm, "NEEDS_LOCAL_STEPS", False) and self.client.local_steps is None:
+            raise ValueError(f"client.local_steps: {self.algorithm.name} counts its local steps (FedLion's uplink "
+                             "packs sums of E signs); set client.local_steps, e.g. 10")
+        return self
+
+    @model_validator(mode="after")
     def _k_fits_fleet(self):
         if self.round.clients_per_round > self.fleet.size:
             raise ValueError(f"round.clients_per_round: {self.round.clients_per_round} is more than the fleet's "

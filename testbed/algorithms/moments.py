@@ -30,12 +30,13 @@ def split_parts(tensors: Params) -> tuple[Params, Params]:
 class MomentAveraging:
     client: Any                # a local optimizer whose state is the parts below (LocalAdam, LocalLion, LocalSGD)
     up: Any                    # the uplink codec, with parts ("",) + PARTS
+    down_dtype: str = "float32"   # the downlink: the model and every part, dense
     uniform: bool = False      # average the clients uniformly (FedLion's code) instead of by samples
     PARTS: ClassVar[tuple[str, ...]] = ("m",)
 
     @property
     def down(self) -> Dense:
-        return Dense(self.up.dtype, ("",) + self.PARTS)
+        return Dense(self.down_dtype, ("",) + self.PARTS)
 
     def init(self, params: Params) -> ServerState:
         return ServerState(params, {part: {n: torch.zeros_like(p) for n, p in params.items()} for part in self.PARTS})

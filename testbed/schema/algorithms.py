@@ -256,7 +256,7 @@ class FedAdamMomentsConfig(Strict):
         return Dense(b.up.dtype, ("", "m", "v"))
 
     def strategy(self, b: Build):
-        return SparseFedAdam(self._client(b), self._codec(b), fairness=self.name == "fairness_top")
+        return SparseFedAdam(self._client(b), self._codec(b), b.down.dtype, fairness=self.name == "fairness_top")
 
 
 class FedAdamSSMConfig(FedAdamMomentsConfig):
@@ -296,13 +296,9 @@ class FairnessTopConfig(FedAdamSSMConfig):
 
 
 class _FixedLocalSteps(Strict):
-    """Methods whose payload or state counts local steps: client.local_steps must be set."""
+    """Methods whose payload or state counts local steps: the Scenario checks that client.local_steps is set."""
 
-    def steps(self, b: Build) -> int:
-        if b.client.local_steps is None:
-            raise TestbedError(f"client.local_steps: {self.name} counts its local steps (FedLion's uplink packs "
-                               "sums of E signs); set client.local_steps, e.g. 10")
-        return b.client.local_steps
+    NEEDS_LOCAL_STEPS: ClassVar[bool] = True
 
 
 class FedLionConfig(_FixedLocalSteps):
@@ -313,18 +309,18 @@ class FedLionConfig(_FixedLocalSteps):
     beta2: Fraction = 0.99
 
     def strategy(self, b: Build):
-        up = IntegerDelta(self.steps(b), ("m",), b.up.dtype)
-        return FedLion(LocalLion(**b.schedule, beta1=self.beta1, beta2=self.beta2), up)
+        up = IntegerDelta(b.client.local_steps, ("m",), b.up.dtype)
+        return FedLion(LocalLion(**b.schedule, beta1=self.beta1, beta2=self.beta2), up, b.down.dtype)
 
 
 class MFLConfig(Strict):
     """MFL: local heavy-ball SGD from the global model and momentum buffer; both averaged."""
 
     name: Literal["mfl"]
-    momentum: Fraction = 0.9
+    momentum: Annotated[float, Field(gt=0, lt=1)] = 0.9   # without it MFL is FedAvg
 
     def strategy(self, b: Build):
-        return MFL(LocalSGD(**b.schedule, momentum=self.momentum), Dense(b.up.dtype, ("", "m")))
+        return MFL(LocalSGD(**b.schedule, momentum=self.momentum), Dense(b.up.dtype, ("", "m")), b.down.dtype)
 
 
 class FAFEDConfig(_FixedLocalSteps):
@@ -336,9 +332,8 @@ class FAFEDConfig(_FixedLocalSteps):
     eps: PositiveFloat = 1e-6
 
     def strategy(self, b: Build):
-        self.steps(b)
         client = LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps, decoupled=True)
-        return FAFED(client, Dense(b.up.dtype, ("", "m", "v")))
+        return FAFED(client, Dense(b.up.dtype, ("", "m", "v")), b.down.dtype)
 
 
 Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdamConfig,

@@ -399,7 +399,7 @@ def test_end_to_end_bytes_and_executors_agree(run, algorithm, up_bytes):
 ])
 def test_configs_pick_their_codec(config, codec):
     name = config.model_fields["name"].annotation.__args__[0]
-    build = SimpleNamespace(up=Dense("float32"), schedule={"lr": 0.001, "local_epochs": 1, "batch_size": 64,
+    build = SimpleNamespace(up=Dense("float32"), down=Dense("float32"), schedule={"lr": 0.001, "local_epochs": 1, "batch_size": 64,
                                                            "local_steps": 30})
     strategy = config(name=name).strategy(build)
     assert strategy.up == codec and strategy.fairness == (name == "fairness_top")
