@@ -79,7 +79,10 @@ class LocalAdam(LocalSchedule):
     State: a flat dict of tensors, so train_stacked can stack it per client and hand it back per client:
     "m:<name>", "v:<name>" (first and second moments), "vmax:<name>" (AMSGrad's maximum, only with amsgrad) and
     "step" (steps taken, a 0-d float64 tensor, which can also be averaged across clients). All start at zero as in
-    torch; pack() builds a state from given moments (a device resuming its own, or a server's global M and V)."""
+    torch; pack() builds a state from given moments (a device resuming its own, or a server's global M and V).
+    Two optional entries, carried when present: "shift:<name>", a constant added to every step's direction
+    (x -= lr (D + shift): FAdamET's correction y - y_i, applied after the moments), and "gsum:<name>", the
+    gradients summed over the steps (FAdamGT's y_i is their mean)."""
 
     beta1: float = 0.9
     beta2: float = 0.999
@@ -112,7 +115,7 @@ class LocalAdam(LocalSchedule):
         for key, t in state.items():
             if key != "step":
                 kind, name = key.split(":", 1)
-                out[kind][name] = t
+                out.setdefault(kind, {})[name] = t
         return out
 
     def step(self, params: Params, grads: Params, state: Params) -> tuple[Params, Params]:
@@ -126,6 +129,11 @@ class LocalAdam(LocalSchedule):
             new_state[f"m:{n}"], new_state[f"v:{n}"] = m, v
             if self.amsgrad:
                 new_state[f"vmax:{n}"] = vmax
+            if f"shift:{n}" in state:
+                new[n] = new[n] - self.lr * state[f"shift:{n}"]
+                new_state[f"shift:{n}"] = state[f"shift:{n}"]
+            if f"gsum:{n}" in state:
+                new_state[f"gsum:{n}"] = state[f"gsum:{n}"] + grads[n]
         return new, new_state
 
 

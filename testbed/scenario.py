@@ -443,6 +443,6 @@ def build(scenario: Scenario) -> Experiment:
     client = LocalSGD(**scenario.client.model_dump())
     strategy = scenario.algorithm.strategy(Build(
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
-        scenario.round.clients_per_round, SubmodelCosts(model, dataset.train_x[:1])))
+        scenario.round.clients_per_round, fleet.n, SubmodelCosts(model, dataset.train_x[:1])))
     executor = EXECUTORS[scenario.executor.kind](model, dataset, **scenario.executor.model_dump(exclude={"kind"}))
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor)

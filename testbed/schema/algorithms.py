@@ -13,7 +13,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from testbed.algorithms import (EUCB, PUCBV, CapabilityRatio, FedAvg, FedLPS, FixedRatio, LevelsUpToCapability,
                                 PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, SparseFedAdam, xi_for,
-                                FAFED, MFL, FedLion)
+                                FAFED, MFL, FedLion, Tracking)
 from testbed.errors import TestbedError
 from testbed.local import LocalAdam, LocalLion, LocalSchedule, LocalSGD
 from testbed.payload import Dense, IntegerDelta, TopK
@@ -30,6 +30,7 @@ class Build:
     up: Dense
     rounds: int                  # stop.max_rounds
     clients_per_round: int
+    fleet_size: int
     costs: SubmodelCosts         # the model's prunable units and submodel FLOPs
 
     @property
@@ -336,10 +337,53 @@ class FAFEDConfig(_FixedLocalSteps):
         return FAFED(client, Dense(b.up.dtype, ("", "m", "v")), b.down.dtype)
 
 
+class FAdamGTConfig(Strict):
+    """FAdamGT: gradient tracking before the local AMSGrad moments (no bias correction); v_i kept per device."""
+
+    name: Literal["fadamgt"]
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.99
+    eps: PositiveFloat = 1e-8
+    weight_decay: NonNegativeFloat = 1e-8
+    track_fraction: Annotated[float, Field(gt=0, le=1)] = 0.5   # |Y| / |S|
+    server_lr: PositiveFloat = 1.0
+    MODE: ClassVar[str] = "gt"
+
+    def strategy(self, b: Build):
+        client = LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps,
+                           weight_decay=self.weight_decay, bias_correction=False, amsgrad=True)
+        return Tracking(client, self.MODE, self.track_fraction, self.server_lr, b.fleet_size, b.up.dtype)
+
+
+class FAdamETConfig(FAdamGTConfig):
+    """FAdamET: estimate tracking, the correction added after the moments."""
+
+    name: Literal["fadamet"]
+    MODE: ClassVar[str] = "et"
+
+
+class LocalAdamConfig(FAdamGTConfig):
+    """LocalAdam: FAdamGT's local rule without tracking."""
+
+    name: Literal["localadam"]
+    MODE: ClassVar[str] = "none"
+
+
+class ScaffoldConfig(Strict):
+    """SCAFFOLD (option II): local SGD with control variates, every sampled device updating its own."""
+
+    name: Literal["scaffold"]
+    server_lr: PositiveFloat = 1.0
+
+    def strategy(self, b: Build):
+        return Tracking(LocalSGD(**b.schedule), "scaffold", 1.0, self.server_lr, b.fleet_size, b.up.dtype)
+
+
 Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdamConfig,
                             FedYogiConfig, FedLPSConfig, FLSTConfig, RCRConfig, PartialConfig, HeteroFLConfig,
                             FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig, FedAdamMomentsConfig,
                             FedAdamSSMConfig, FedAdamTopConfig, FedAdamSSMMConfig, FedAdamSSMVConfig,
-                            FairnessTopConfig, FedLionConfig, MFLConfig, FAFEDConfig], Field(discriminator="name")]
+                            FairnessTopConfig, FedLionConfig, MFLConfig, FAFEDConfig, FAdamGTConfig,
+                            FAdamETConfig, LocalAdamConfig, ScaffoldConfig], Field(discriminator="name")]
 
 

@@ -1,0 +1,130 @@
+"""Parameter tracking with adaptive local steps: FAdamET, FAdamGT, and the baselines LocalAdam and SCAFFOLD.
+
+Paper: Chen, Zhang, Wang, Liu, Brinton, "Parameter Tracking in Federated Learning with Adaptive Optimization"
+(arXiv 2502.02727), Algorithm 1; digest in specs/fadamgt.md. SCAFFOLD: Karimireddy et al. 2020, option II.
+Server state: the model x and a tracking variable y. Each device keeps its second moment v_i and its own y_i
+between participations (in ServerState.clients, the server's copy of what devices keep; never on the wire).
+Each round: sample S, and a tracking subset Y of it (|Y| = ceil(track_fraction |S|)); broadcast x and y. Device i
+runs K local steps from x with m = 0 and v = vhat = v_i (AMSGrad max, no bias correction; testbed.local.LocalAdam):
+    FAdamGT: ghat = g + y - y_i before the moments (through the objective, <y - y_i, x>), x -= eta D
+    FAdamET: ghat = g, x -= eta (D + y - y_i)  (LocalAdam's "shift")
+    SCAFFOLD: SGD with g + c - c_i (c = y), every sampled device tracks
+    LocalAdam: no tracking (y = 0, Y empty)
+then, if i is in Y: y_i' = (1/K) sum_k g_k (GT, raw gradients) or y_i - y + (x - x_i) / (K eta) (ET, SCAFFOLD),
+and uploads x_i - x, plus y_i' - y_i if tracked. Server: x += eta_g mean(x_i - x) (uniform over the arrivals);
+y += (1/n) sum over tracked arrivals of (y_i' - y_i), n = the fleet's size.
+Choices (spec sec. 6): y = y_i = v_i = 0 at the start; vhat starts at v_i; L2 weight decay in the gradient.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
+                                     select_uniform, weighted_mean)
+from testbed.algorithms.fedavg import mean_metric
+from testbed.algorithms.moments import split_parts
+from testbed.payload import Dense
+
+MODES = ("gt", "et", "scaffold", "none")
+
+
+@dataclass(frozen=True)
+class Tracking:
+    client: Any                  # LocalAdam(bias_correction=False, amsgrad=True) for the Adam modes, LocalSGD for SCAFFOLD
+    mode: str = "gt"             # gt | et | scaffold | none (LocalAdam)
+    track_fraction: float = 0.5  # |Y| / |S| (the paper: 5 of 10; SCAFFOLD: all)
+    server_lr: float = 1.0       # eta_g
+    num_clients: int = 1         # n, the fleet's size: y moves by 1/n of the tracked changes
+    dtype: str = "float32"
+
+    @property
+    def adaptive(self) -> bool:
+        return self.mode != "scaffold"
+
+    def codec(self, tracked: bool) -> Dense:
+        return Dense(self.dtype, ("", "y") if tracked else ("",))
+
+    def init(self, params: Params) -> ServerState:
+        return ServerState(params, {"y": {n: torch.zeros_like(p) for n, p in params.items()}})
+
+    def broadcast(self, state: ServerState) -> Params:
+        return state.params | {f"y:{n}": t for n, t in state.optimizer["y"].items()} if self.mode != "none" \
+            else state.params
+
+    def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
+        chosen = select_uniform(ctx.online, ctx.n_select, rng)
+        count = 0 if self.mode == "none" else math.ceil(self.track_fraction * len(chosen))
+        tracked = set(ctx.strategy_rng.choice(chosen, size=count, replace=False).tolist()) if count else set()
+        zeros = {n: torch.zeros_like(p) for n, p in state.params.items()}
+        tasks = []
+        for d in (int(d) for d in chosen):
+            kept = state.clients.get(d, {})
+            local = {f"v:{n}": kept.get(f"v:{n}", zeros[n]) for n in zeros} if self.adaptive else {}
+            local |= {f"y:{n}": kept.get(f"y:{n}", zeros[n]) for n in zeros}
+            # y - y_i, which the device would form from the y it receives and its own y_i
+            gap = {n: state.optimizer["y"][n] - local[f"y:{n}"] for n in zeros}
+            n = int(ctx.num_samples[d])
+            tasks.append(Task(d, ctx.round, n, self.client.samples_processed(n), self.codec(self.mode != "none"),
+                              self.codec(d in tracked), local=local,
+                              extras={"tracked": torch.tensor(float(d in tracked)), "gap": gap}))
+        return tasks
+
+    def start(self, task: Task, received: Params) -> tuple[Params, Params | None]:
+        model, _ = split_parts(received)
+        if not self.adaptive:  # SCAFFOLD: plain SGD; its correction enters through the objective
+            return model, None
+        v = {n: task.local[f"v:{n}"] for n in model}
+        state = self.client.pack({n: torch.zeros_like(p) for n, p in model.items()}, v, v)
+        if self.mode == "et":
+            state |= {f"shift:{n}": g for n, g in task.extras["gap"].items()}
+        elif self.mode == "gt":
+            state |= {f"gsum:{n}": torch.zeros_like(p) for n, p in model.items()}
+        return model, state
+
+    def objective(self, loss_fn: LossFn):
+        corrected = self.mode in ("gt", "scaffold")
+
+        def objective(params, anchor, x, y, extras):
+            loss, accuracy = loss_fn(params, x, y)
+            if corrected:  # gradient + (y - y_i): the correction enters before the moments
+                loss = loss + sum((extras["gap"][n] * params[n]).sum() for n in params)
+            return loss, {"accuracy": accuracy}
+
+        return objective
+
+    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
+               opt_state: Params) -> Result:
+        model, parts = split_parts(received)
+        update = {n: trained[n] - model[n] for n in model}
+        kept = {k: t for k, t in opt_state.items() if k.startswith("v:")}
+        y_old = {n: task.local[f"y:{n}"] for n in model}
+        if bool(task.extras["tracked"]):
+            steps = len(self.client.batch_sizes(task.num_samples))
+            if self.mode == "gt":
+                y_new = {n: opt_state[f"gsum:{n}"] / steps - task.extras["gap"][n] for n in model}
+            else:
+                y_new = {n: y_old[n] - parts[f"y:{n}"] - update[n] / (steps * self.client.lr) for n in model}
+            update |= {f"y:{n}": y_new[n] - y_old[n] for n in model}
+            kept |= {f"y:{n}": y_new[n] for n in model}
+        else:
+            kept |= {f"y:{n}": y_old[n] for n in model}
+        return Result(update, stats, kept)
+
+    def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
+                  failures: list[Failure]) -> tuple[ServerState, dict[str, float]]:
+        if not arrivals:
+            return state, {}
+        for a in arrivals:
+            state.clients[a.device] = a.local_state
+        models = [{n: t for n, t in a.update.items() if ":" not in n} for a in arrivals]
+        step = weighted_mean(models, [1.0] * len(models))
+        params = {n: p + self.server_lr * step[n] for n, p in state.params.items()}
+        y = dict(state.optimizer["y"])
+        for a in (a for a in arrivals if "y:" + next(iter(state.params)) in a.update):
+            y = {n: t + a.update[f"y:{n}"] / self.num_clients for n, t in y.items()}
+        return ServerState(params, {"y": y}, state.clients), {"train_loss": mean_metric(arrivals, "train_loss")}
