@@ -138,6 +138,25 @@ class LocalAdam(LocalSchedule):
 
 
 @dataclass(frozen=True)
+class LocalDualAveraging(LocalSchedule):
+    """FedDA's client (Jin et al. 2022, as FedLion's released code runs FedDA+SGDwM): plain SGD on the model, while
+    an EMA momentum m <- beta m + (1 - beta) g is summed into P <- P + m, which is what the server steps with.
+    State: "m:<name>" (starts at the server's momentum) and "P:<name>" (starts at zero)."""
+
+    beta: float = 0.9
+
+    def init(self, params: Params) -> Params:
+        return {f"{part}:{n}": torch.zeros_like(p) for part in ("m", "P") for n, p in params.items()}
+
+    def step(self, params: Params, grads: Params, state: Params) -> tuple[Params, Params]:
+        new, new_state = {}, {}
+        for n, p in params.items():
+            m = self.beta * state[f"m:{n}"] + (1 - self.beta) * grads[n]
+            new[n], new_state[f"m:{n}"], new_state[f"P:{n}"] = p - self.lr * grads[n], m, state[f"P:{n}"] + m
+        return new, new_state
+
+
+@dataclass(frozen=True)
 class LocalLion(LocalSchedule):
     """Minibatch Lion (rules.lion: Chen et al. 2023; FedLion's local step with weight_decay 0).
 

@@ -3,7 +3,7 @@ from testbed.algorithms.base import (Arrival, Failure, Result, RoundContext, Ser
 from testbed.algorithms.fedavg import FedAvg, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi
 from testbed.algorithms.fedlps import FedLPS
 from testbed.algorithms.partial import PartialModel
-from testbed.algorithms.fedlion import FAFED, MFL, FedLion
+from testbed.algorithms.fedlion import FAFED, MFL, FedDA, FedLion
 from testbed.algorithms.moments import MomentAveraging
 from testbed.algorithms.sparse_adam import SparseFedAdam
 from testbed.algorithms.tracking import Tracking
@@ -13,4 +13,4 @@ from testbed.algorithms.ratios import (EUCB, PUCBV, CapabilityRatio, Feedback, F
 __all__ = ["Arrival", "Failure", "Result", "RoundContext", "ServerState", "Strategy", "Task", "Timeline",
            "holder_mean", "select_uniform", "weighted_mean", "FedAvg", "ServerAdagrad", "ServerAdam", "ServerSGD",
            "ServerYogi", "FedLPS", "PartialModel", "EUCB", "PUCBV", "CapabilityRatio", "Feedback", "FixedRatio",
-           "LevelsUpToCapability", "xi_for", "SparseFedAdam", "FedLion", "MFL", "FAFED", "MomentAveraging", "Tracking"]
+           "LevelsUpToCapability", "xi_for", "SparseFedAdam", "FedLion", "MFL", "FAFED", "FedDA", "MomentAveraging", "Tracking"]

@@ -14,7 +14,10 @@ Averages are uniform over the round's clients (the code's 1/n), as the spec reco
 Deviations: FAFED's step count is not sent: every client takes exactly E steps a round, so the averaged count at
 the start of round r is (r - 1) E, which the device sets itself. Delta is rounded from (x_prev - x) / gamma in
 float32, which recovers the integer sum of signs exactly (the error is far below 1/2 for these magnitudes).
-FedDA and FAFED's original STORM variant are not implemented yet.
+FedDA+SGDwM (Jin et al. ICML 2022, the released code's avg_fedDA): local SGD on the model while an EMA momentum is
+summed into P (testbed.local.LocalDualAveraging); the device uploads P (in the model's slot of the payload) and m;
+the server steps x <- x - eta_g eta_l mean(P) and averages m.
+FAFED's original STORM variant is not implemented.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from typing import ClassVar
 
 import torch
 
-from testbed.algorithms.base import Params, Task
+from testbed.algorithms.base import Params, Result, Task
 from testbed.algorithms.moments import MomentAveraging, split_parts
 
 
@@ -52,3 +55,22 @@ class FAFED(MomentAveraging):
         model, moments = split_parts(received)
         steps = (task.round - 1) * self.client.local_steps
         return model, moments | {"step": torch.tensor(float(steps), dtype=torch.float64)}
+
+
+@dataclass(frozen=True)
+class FedDA(MomentAveraging):
+    uniform: bool = True
+    server_lr: float = 1.0           # eta_g
+
+    def start(self, task: Task, received: Params) -> tuple[Params, Params]:
+        model, parts = split_parts(received)
+        return model, parts | {f"P:{n}": torch.zeros_like(p) for n, p in model.items()}
+
+    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
+               opt_state: Params) -> Result:
+        model, parts = split_parts(received)
+        sums = {n: opt_state[f"P:{n}"] for n in model}      # sent in the model's slot
+        return Result(sums | {f"m:{n}": opt_state[f"m:{n}"] - parts[f"m:{n}"] for n in model}, stats)
+
+    def apply(self, params: Params, mean_update: Params) -> Params:
+        return {n: p - self.server_lr * self.client.lr * mean_update[n] for n, p in params.items()}

@@ -13,9 +13,9 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from testbed.algorithms import (EUCB, PUCBV, CapabilityRatio, FedAvg, FedLPS, FixedRatio, LevelsUpToCapability,
                                 PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, SparseFedAdam, xi_for,
-                                FAFED, MFL, FedLion, Tracking)
+                                FAFED, MFL, FedDA, FedLion, Tracking)
 from testbed.errors import TestbedError
-from testbed.local import LocalAdam, LocalLion, LocalSchedule, LocalSGD
+from testbed.local import LocalAdam, LocalDualAveraging, LocalLion, LocalSchedule, LocalSGD
 from testbed.payload import Dense, IntegerDelta, TopK
 from testbed.schema.common import Capability, Fraction, Strict
 from testbed.submodel import SubmodelCosts
@@ -337,6 +337,18 @@ class FAFEDConfig(_FixedLocalSteps):
         return FAFED(client, Dense(b.up.dtype, ("", "m", "v")), b.down.dtype)
 
 
+class FedDAConfig(Strict):
+    """FedDA+SGDwM: local SGD, the EMA momentum summed into P; the server steps with eta_g eta_l mean(P)."""
+
+    name: Literal["fedda"]
+    beta: Fraction = 0.9
+    server_lr: PositiveFloat = 1.0           # eta_g (the code: 1 on EMNIST, 3.3 on CIFAR)
+
+    def strategy(self, b: Build):
+        return FedDA(LocalDualAveraging(**b.schedule, beta=self.beta), Dense(b.up.dtype, ("", "m")), b.down.dtype,
+                     server_lr=self.server_lr)
+
+
 class FAdamGTConfig(Strict):
     """FAdamGT: gradient tracking before the local AMSGrad moments (no bias correction); v_i kept per device."""
 
@@ -383,7 +395,7 @@ Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagr
                             FedYogiConfig, FedLPSConfig, FLSTConfig, RCRConfig, PartialConfig, HeteroFLConfig,
                             FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig, FedAdamMomentsConfig,
                             FedAdamSSMConfig, FedAdamTopConfig, FedAdamSSMMConfig, FedAdamSSMVConfig,
-                            FairnessTopConfig, FedLionConfig, MFLConfig, FAFEDConfig, FAdamGTConfig,
+                            FairnessTopConfig, FedLionConfig, MFLConfig, FAFEDConfig, FedDAConfig, FAdamGTConfig,
                             FAdamETConfig, LocalAdamConfig, ScaffoldConfig], Field(discriminator="name")]
 
 

@@ -213,3 +213,17 @@ def test_adam_state_carried_over_equals_one_longer_run():
     assert state2["step"].item() == 2
     # bias-corrected Adam's first step is lr * sign(g): w1 = w0 - 0.1 * sign(w0)
     torch.testing.assert_close(w1["w"], torch.tensor([0.9, -2.9]))
+
+
+def test_dual_averaging_steps_on_the_gradient_and_sums_the_momentum():
+    """FedDA's client, two steps by hand with gradients 1 then 2 (beta 0.5, lr 0.1, m from 0.4):
+    m1 = 0.5*0.4 + 0.5*1 = 0.7, P1 = 0.7, x1 = 1 - 0.1; m2 = 0.35 + 1 = 1.35, P2 = 2.05, x2 = 0.9 - 0.2."""
+    from testbed.local import LocalDualAveraging
+
+    cfg = LocalDualAveraging(lr=0.1, beta=0.5)
+    x, state = {"w": torch.tensor([1.0])}, {"m:w": torch.tensor([0.4]), "P:w": torch.tensor([0.0])}
+    for g in (1.0, 2.0):
+        x, state = cfg.step(x, {"w": torch.tensor([g])}, state)
+    torch.testing.assert_close(x["w"], torch.tensor([0.7]))
+    torch.testing.assert_close(state["m:w"], torch.tensor([1.35]))
+    torch.testing.assert_close(state["P:w"], torch.tensor([2.05]))
