@@ -1,4 +1,4 @@
-"""Parameter tracking with adaptive local steps: FAdamET, FAdamGT, and the baselines LocalAdam and SCAFFOLD.
+"""Parameter tracking with adaptive local steps: FAdamET, FAdamGT, and the baselines LocalAdam, SCAFFOLD, FedLADA.
 
 Paper: Chen, Zhang, Wang, Liu, Brinton, "Parameter Tracking in Federated Learning with Adaptive Optimization"
 (arXiv 2502.02727), Algorithm 1; digest in specs/fadamgt.md. SCAFFOLD: Karimireddy et al. 2020, option II.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ import torch
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
                                      select_uniform, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
-from testbed.algorithms.moments import split_parts
+from testbed.algorithms.moments import MomentAveraging, split_parts
 from testbed.payload import Dense
 
 MODES = ("gt", "et", "scaffold", "none")
@@ -128,3 +128,51 @@ class Tracking:
         for a in (a for a in arrivals if "y:" + next(iter(state.params)) in a.update):
             y = {n: t + a.update[f"y:{n}"] / self.num_clients for n, t in y.items()}
         return ServerState(params, {"y": y}, state.clients), {"train_loss": mean_metric(arrivals, "train_loss")}
+
+
+@dataclass(frozen=True)
+class FedLADA(MomentAveraging):
+    """FedLADA (Sun et al. 2023, arXiv 2308.00522, as specs/fadamgt.md sec. 2 states it): local AMSGrad steps from
+    m = 0 and the server's averaged vhat, each step blended with the global update estimate g_a:
+        x -= eta (alpha m / (sqrt(vhat) + eps) + (1 - alpha) g_a)
+    Server: x += eta_g mean(x_i - x); g_a = (x^t - mean x_i) / (eta K); vbar = mean(vhat_i) (uniform means).
+    The blend runs as LocalAdam at lr eta alpha with a constant shift (1 - alpha) g_a / alpha, which is exact."""
+
+    alpha: float = 0.9               # the paper tunes it in {0.5, 0.7, 0.9}
+    local_lr: float = 0.001          # eta (the client optimizer runs at eta alpha)
+    local_steps: int = 1             # K
+    server_lr: float = 1.0
+    uniform: bool = True
+    PARTS: ClassVar[tuple[str, ...]] = ("v",)
+
+    @property
+    def down(self) -> Dense:
+        return Dense(self.down_dtype, ("", "v", "ga"))
+
+    def init(self, params: Params) -> ServerState:
+        return ServerState(params, {part: {n: torch.zeros_like(p) for n, p in params.items()} for part in ("v", "ga")})
+
+    def broadcast(self, state: ServerState) -> Params:
+        return state.params | {f"{part}:{n}": t for part in ("v", "ga") for n, t in state.optimizer[part].items()}
+
+    def start(self, task: Task, received: Params) -> tuple[Params, Params]:
+        model, parts = split_parts(received)
+        v = {n: parts[f"v:{n}"] for n in model}
+        state = self.client.pack({n: torch.zeros_like(p) for n, p in model.items()}, v, v)
+        return model, state | {f"shift:{n}": (1 - self.alpha) / self.alpha * parts[f"ga:{n}"] for n in model}
+
+    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
+               opt_state: Params) -> Result:
+        model, parts = split_parts(received)
+        return Result({n: trained[n] - model[n] for n in model}
+                      | {f"v:{n}": opt_state[f"vmax:{n}"] - parts[f"v:{n}"] for n in model}, stats)
+
+    def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
+                  failures: list[Failure]) -> tuple[ServerState, dict[str, float]]:
+        if not arrivals:
+            return state, {}
+        mean = weighted_mean([a.update for a in arrivals], [1.0] * len(arrivals))
+        params = {n: p + self.server_lr * mean[n] for n, p in state.params.items()}
+        v = {n: t + mean[f"v:{n}"] for n, t in state.optimizer["v"].items()}
+        ga = {n: -mean[n] / (self.local_lr * self.local_steps) for n in state.params}
+        return ServerState(params, {"v": v, "ga": ga}, state.clients), {"train_loss": mean_metric(arrivals, "train_loss")}

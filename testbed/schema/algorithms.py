@@ -13,7 +13,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from testbed.algorithms import (EUCB, PUCBV, CapabilityRatio, FedAvg, FedLPS, FixedRatio, LevelsUpToCapability,
                                 PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, SparseFedAdam, xi_for,
-                                FAFED, MFL, FedDA, FedLion, Tracking)
+                                FAFED, MFL, FedDA, FedLADA, FedLion, Tracking)
 from testbed.errors import TestbedError
 from testbed.local import LocalAdam, LocalDualAveraging, LocalLion, LocalSchedule, LocalSGD
 from testbed.payload import Dense, IntegerDelta, TopK
@@ -381,6 +381,23 @@ class LocalAdamConfig(FAdamGTConfig):
     MODE: ClassVar[str] = "none"
 
 
+class FedLADAConfig(_FixedLocalSteps):
+    """FedLADA: local AMSGrad from the averaged vhat, each step blended with the global update estimate."""
+
+    name: Literal["fedlada"]
+    alpha: Annotated[float, Field(gt=0, le=1)] = 0.9
+    beta1: Fraction = 0.9
+    beta2: Fraction = 0.99
+    eps: PositiveFloat = 1e-8
+    server_lr: PositiveFloat = 1.0
+
+    def strategy(self, b: Build):
+        client = LocalAdam(**(b.schedule | {"lr": b.client.lr * self.alpha}), beta1=self.beta1, beta2=self.beta2,
+                           eps=self.eps, bias_correction=False, amsgrad=True)
+        return FedLADA(client, Dense(b.up.dtype, ("", "v")), b.down.dtype, alpha=self.alpha, local_lr=b.client.lr,
+                       local_steps=b.client.local_steps, server_lr=self.server_lr)
+
+
 class ScaffoldConfig(Strict):
     """SCAFFOLD (option II): local SGD with control variates, every sampled device updating its own."""
 
@@ -396,6 +413,7 @@ Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagr
                             FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig, FedAdamMomentsConfig,
                             FedAdamSSMConfig, FedAdamTopConfig, FedAdamSSMMConfig, FedAdamSSMVConfig,
                             FairnessTopConfig, FedLionConfig, MFLConfig, FAFEDConfig, FedDAConfig, FAdamGTConfig,
-                            FAdamETConfig, LocalAdamConfig, ScaffoldConfig], Field(discriminator="name")]
+                            FAdamETConfig, LocalAdamConfig, ScaffoldConfig, FedLADAConfig],
+                      Field(discriminator="name")]
 
 
