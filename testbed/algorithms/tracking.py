@@ -40,14 +40,15 @@ class Tracking:
     track_fraction: float = 0.5  # |Y| / |S| (the paper: 5 of 10; SCAFFOLD: all)
     server_lr: float = 1.0       # eta_g
     num_clients: int = 1         # n, the fleet's size: y moves by 1/n of the tracked changes
-    dtype: str = "float32"
+    dtype: str = "float32"       # of the uplink
+    down_dtype: str = "float32"
 
     @property
     def adaptive(self) -> bool:
         return self.mode != "scaffold"
 
-    def codec(self, tracked: bool) -> Dense:
-        return Dense(self.dtype, ("", "y") if tracked else ("",))
+    def codec(self, tracked: bool, dtype: str) -> Dense:
+        return Dense(dtype, ("", "y") if tracked else ("",))
 
     def init(self, params: Params) -> ServerState:
         return ServerState(params, {"y": {n: torch.zeros_like(p) for n, p in params.items()}})
@@ -58,19 +59,22 @@ class Tracking:
 
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
         chosen = select_uniform(ctx.online, ctx.n_select, rng)
-        count = 0 if self.mode == "none" else math.ceil(self.track_fraction * len(chosen))
+        # round() first: 0.14 * 50 is 7.000000000000001 in floating point, and |Y| must be 7
+        count = 0 if self.mode == "none" else math.ceil(round(self.track_fraction * len(chosen), 9))
         tracked = set(ctx.strategy_rng.choice(chosen, size=count, replace=False).tolist()) if count else set()
         zeros = {n: torch.zeros_like(p) for n, p in state.params.items()}
+        y = {n: t.to(getattr(torch, self.down_dtype)).float() for n, t in state.optimizer["y"].items()}  # as received
         tasks = []
         for d in (int(d) for d in chosen):
             kept = state.clients.get(d, {})
             local = {f"v:{n}": kept.get(f"v:{n}", zeros[n]) for n in zeros} if self.adaptive else {}
             local |= {f"y:{n}": kept.get(f"y:{n}", zeros[n]) for n in zeros}
             # y - y_i, which the device would form from the y it receives and its own y_i
-            gap = {n: state.optimizer["y"][n] - local[f"y:{n}"] for n in zeros}
+            gap = {n: y[n] - local[f"y:{n}"] for n in zeros}
             n = int(ctx.num_samples[d])
-            tasks.append(Task(d, ctx.round, n, self.client.samples_processed(n), self.codec(self.mode != "none"),
-                              self.codec(d in tracked), local=local,
+            tasks.append(Task(d, ctx.round, n, self.client.samples_processed(n),
+                              self.codec(self.mode != "none", self.down_dtype), self.codec(d in tracked, self.dtype),
+                              local=local,
                               extras={"tracked": torch.tensor(float(d in tracked)), "gap": gap}))
         return tasks
 

@@ -364,7 +364,8 @@ class FAdamGTConfig(Strict):
     def strategy(self, b: Build):
         client = LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps,
                            weight_decay=self.weight_decay, bias_correction=False, amsgrad=True)
-        return Tracking(client, self.MODE, self.track_fraction, self.server_lr, b.fleet_size, b.up.dtype)
+        return Tracking(client, self.MODE, self.track_fraction, self.server_lr, b.fleet_size, b.up.dtype,
+                        b.down.dtype)
 
 
 class FAdamETConfig(FAdamGTConfig):
@@ -405,7 +406,8 @@ class ScaffoldConfig(Strict):
     server_lr: PositiveFloat = 1.0
 
     def strategy(self, b: Build):
-        return Tracking(LocalSGD(**b.schedule), "scaffold", 1.0, self.server_lr, b.fleet_size, b.up.dtype)
+        return Tracking(LocalSGD(**b.schedule), "scaffold", 1.0, self.server_lr, b.fleet_size, b.up.dtype,
+                        b.down.dtype)
 
 
 Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdamConfig,
