@@ -1,6 +1,7 @@
 """Shared by the tests: a two-device scenario with hand-computable timelines, and a way to simulate it."""
 from pathlib import Path
 
+import torch
 import yaml
 
 from testbed import scenario as sc
@@ -38,3 +39,23 @@ def simulate(raw: dict, base_dir: Path = ROOT):
 def write_yaml(path: Path, raw: dict) -> Path:
     path.write_text(yaml.safe_dump(raw))
     return path
+
+
+# A tiny 3-class data set of 6 features (logreg has 21 entries): fast end-to-end runs of any algorithm. Register
+# it with monkeypatch.setitem(testbed.data.DATASETS, "tiny_blobs", tiny_blobs).
+TINY_FEATURES, TINY_CLASSES = 6, 3
+
+
+def tiny_blobs():
+    from testbed.data import Dataset
+
+    g = torch.Generator().manual_seed(0)
+
+    def make(n):
+        y = torch.arange(n) % TINY_CLASSES
+        x = 0.5 * torch.randn(n, TINY_FEATURES, generator=g)
+        x[torch.arange(n), y] += 2.0
+        return x, y
+
+    (x, y), (tx, ty) = make(60), make(30)
+    return Dataset("tiny_blobs", x, y, tx, ty, num_classes=TINY_CLASSES)

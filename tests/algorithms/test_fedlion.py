@@ -27,13 +27,13 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from helpers import TWO_DEVICES
+from helpers import TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, TWO_DEVICES, tiny_blobs
 
 from testbed import cli
 from testbed import scenario as sc
 from testbed.algorithms.base import Arrival, RoundContext, ServerState
 from testbed.algorithms.fedlion import FAFED, MFL, FedLion
-from testbed.data import DATASETS, Dataset
+from testbed.data import DATASETS
 from testbed.engine import Engine
 from testbed.errors import TestbedError
 from testbed.local import LocalAdam, LocalLion, LocalSGD, train_one
@@ -366,22 +366,8 @@ def test_configs_build_the_papers_strategies():
 
 # ------------------------------------------------------------------------------------------- end to end
 
-FEATURES, CLASSES = 6, 3
 D = FEATURES * CLASSES + CLASSES  # logreg: 21 entries
 LEARNED = ["train_loss", "accuracy", "loss"]
-
-
-def tiny_blobs() -> Dataset:
-    g = torch.Generator().manual_seed(0)
-
-    def make(n):
-        y = torch.arange(n) % CLASSES
-        x = 0.5 * torch.randn(n, FEATURES, generator=g)
-        x[torch.arange(n), y] += 2.0
-        return x, y
-
-    (x, y), (tx, ty) = make(60), make(30)
-    return Dataset("tiny_blobs", x, y, tx, ty, num_classes=CLASSES)
 
 
 def scenario(algorithm: dict, executor="serial", client=None) -> dict:

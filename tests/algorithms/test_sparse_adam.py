@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import TWO_DEVICES
+from helpers import TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, TWO_DEVICES, tiny_blobs
 
 from testbed import scenario as sc
 from testbed.algorithms.base import Arrival, RoundContext, ServerState
 from testbed.algorithms.sparse_adam import SparseFedAdam, fairness_mask
-from testbed.data import DATASETS, Dataset
+from testbed.data import DATASETS
 from testbed.engine import Engine
 from testbed.local import LocalAdam, train_one
 from testbed.payload import Dense, TopK, transmit
@@ -292,22 +292,8 @@ def test_alpha_one_is_fedadam_with_moment_averaging():
 
 # ------------------------------------------------------------------------------------------- end to end
 
-FEATURES, CLASSES = 6, 3
 D = FEATURES * CLASSES + CLASSES  # logreg: 21 entries
 LEARNED = ["train_loss", "accuracy", "loss"]
-
-
-def tiny_blobs() -> Dataset:
-    g = torch.Generator().manual_seed(0)
-
-    def make(n):
-        y = torch.arange(n) % CLASSES
-        x = 0.5 * torch.randn(n, FEATURES, generator=g)
-        x[torch.arange(n), y] += 2.0
-        return x, y
-
-    (x, y), (tx, ty) = make(60), make(30)
-    return Dataset("tiny_blobs", x, y, tx, ty, num_classes=CLASSES)
 
 
 class Recording:

@@ -24,12 +24,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import TWO_DEVICES
+from helpers import TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, TWO_DEVICES, tiny_blobs
 
 from testbed import scenario as sc
 from testbed.algorithms.base import Arrival, RoundContext, ServerState
 from testbed.algorithms.tracking import Tracking
-from testbed.data import DATASETS, Dataset
+from testbed.data import DATASETS
 from testbed.engine import Engine
 from testbed.local import LocalAdam, LocalSGD, train_one
 from testbed.payload import Dense, transmit
@@ -381,24 +381,10 @@ def test_correction_uses_the_received_y():
 
 # ------------------------------------------------------------------------------------------- end to end
 
-FEATURES, CLASSES = 6, 3
 D = FEATURES * CLASSES + CLASSES  # logreg: 21 entries
 LEARNED = ["train_loss", "accuracy", "loss"]
 ROUNDS = 3
 LINKS = {0: (0.25, 87_360, 43_680), 1: (0.5, 174_720, 174_720)}  # TWO_DEVICES: latency, down_Bps, up_Bps
-
-
-def tiny_blobs() -> Dataset:
-    g = torch.Generator().manual_seed(0)
-
-    def make(n):
-        y = torch.arange(n) % CLASSES
-        x = 0.5 * torch.randn(n, FEATURES, generator=g)
-        x[torch.arange(n), y] += 2.0
-        return x, y
-
-    (x, y), (tx, ty) = make(60), make(30)
-    return Dataset("tiny_blobs", x, y, tx, ty, num_classes=CLASSES)
 
 
 def scenario(algorithm: dict, executor="serial", codec=None) -> dict:
