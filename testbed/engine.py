@@ -13,7 +13,7 @@ A synchronous round (DESIGN.md): plan the clock first, then train only what the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -26,6 +26,7 @@ from testbed.execution import TrainJob, evaluate, score
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
 from testbed.payload import transmit
 from testbed.scenario import Experiment, Purpose, stream
+from testbed.store import ClientStore
 
 PHASES = ("download", "compute", "upload")
 
@@ -156,6 +157,9 @@ class Engine:
 
     def run(self) -> None:
         env = simpy.Environment()
+        # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
+        # the run so the final state stays readable (its spill folder goes when the store is collected)
+        self.device_state = ClientStore(self.cfg.device_state.max_in_memory)
         try:
             env.run(until=env.process(self._rounds(env)))
         finally:
@@ -163,7 +167,7 @@ class Engine:
 
     def _rounds(self, env: simpy.Environment):
         cfg, fleet, strategy = self.cfg, self.exp.fleet, self.exp.strategy
-        state = strategy.init(self.params)
+        state = replace(strategy.init(self.params), clients=self.device_state)
         selection = np.random.default_rng(stream(cfg.seed, Purpose.SELECTION))
         strategy_rng = np.random.default_rng(stream(cfg.seed, Purpose.STRATEGY))
         for r in range(1, cfg.stop.max_rounds + 1):

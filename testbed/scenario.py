@@ -250,6 +250,12 @@ class Eval(Strict):
     max_samples: PositiveInt | None = None   # score on a fixed random subset of the test set (a slow model)
 
 
+class DeviceState(Strict):
+    """Where the server keeps what devices keep between rounds (moments, scores, personal models)."""
+
+    max_in_memory: PositiveInt | None = None  # devices held in memory, least recently used first to disk
+
+
 class SerialExecutor(Strict):
     """One client after another: the reference."""
 
@@ -287,6 +293,7 @@ class Scenario(Strict):
     codec: Codec = Codec()
     stop: Stop = Stop()
     eval: Eval = Eval()
+    device_state: DeviceState = DeviceState()
     executor: Executor = SerialExecutor()
 
     @model_validator(mode="after")

@@ -203,3 +203,15 @@ def test_pucbv_agents_split_at_their_ratio_and_learn_the_reward(run):
         assert all(arm.pulls == 0 for arm in agent.arms if arm not in split)
     assert recording.agents[1][0].observations == 2  # the next round's arrival is observed too
     assert 0.5 <= recording.bandit_ratios[1][0] < 1.0  # and a fresh ratio drawn for round 2
+
+
+def test_device_state_spilled_to_disk_gives_the_same_run(monkeypatch):
+    """FedLPS keeps scores, a bandit and a personal model per device: with one device in memory (the other on
+    disk) the tables are the same as with all in memory."""
+    from helpers import TWO_DEVICES, simulate
+
+    raw = {**TWO_DEVICES, "algorithm": {"name": "fedlps", "mu": 0}, "stop": {"max_rounds": 3},
+           "data": {"name": "mnist5k", "partition": {"kind": "iid"}, "client_split": {"test_fraction": 0.2}}}
+    in_memory = simulate(raw)
+    spilled = simulate({**raw, "device_state": {"max_in_memory": 1}})
+    assert spilled == in_memory
