@@ -1,4 +1,5 @@
 """Shared by the tests: a two-device scenario with hand-computable timelines, and a way to simulate it."""
+import copy
 from pathlib import Path
 
 import torch
@@ -59,3 +60,24 @@ def tiny_blobs():
 
     (x, y), (tx, ty) = make(60), make(30)
     return Dataset("tiny_blobs", x, y, tx, ty, num_classes=TINY_CLASSES)
+
+
+def tiny_scenario(algorithm: dict, executor: str = "serial", client: dict | None = None, rounds: int = 2,
+                  codec: dict | None = None) -> dict:
+    """TWO_DEVICES on tiny_blobs with logreg and 3 local steps: an algorithm end to end in well under a second."""
+    raw = {**copy.deepcopy(TWO_DEVICES), "name": "tiny", "data": {"name": "tiny_blobs", "partition": {"kind": "iid"}},
+           "model": {"name": "logreg"}, "algorithm": algorithm, "executor": {"kind": executor},
+           "client": client or {"lr": 0.01, "batch_size": 10, "local_steps": 3}, "stop": {"max_rounds": rounds}}
+    return raw | ({"codec": codec} if codec else {})
+
+
+def run_recorded(raw: dict, recording):
+    """Run a scenario with its strategy wrapped by `recording` (a class taking the strategy); returns the rounds
+    and events as DataFrames and the recording."""
+    import pandas as pd
+
+    exp = sc.build(sc.validate(raw, "test"))
+    exp.strategy = recorder = recording(exp.strategy)
+    records, events = [], []
+    Engine(exp, lambda record, rows: (records.append(record), events.extend(rows))).run()
+    return pd.DataFrame(records), recorder, pd.DataFrame(events)

@@ -17,7 +17,6 @@ FedLion with gamma = 0.1, b1 = 0.9, b2 = 0.99 (c = b1 m + (1 - b1) g; x -= gamma
 so Delta_A = [0, 0, -2, 2], Delta_B = [2, -2, -2, 0], mean [1, -1, -2, 1], and the server's new model is
 X - 0.1 mean = [0.4, -0.4, 1.2, -0.1] (sample-weighted it would be [0.45, -0.45, 1.2, -0.15]).
 """
-import copy
 import dataclasses
 import math
 from types import SimpleNamespace
@@ -27,14 +26,14 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from helpers import TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, TWO_DEVICES, tiny_blobs
+from helpers import (TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, run_recorded, tiny_blobs,
+                     tiny_scenario)
 
 from testbed import cli
 from testbed import scenario as sc
 from testbed.algorithms.base import Arrival, RoundContext, ServerState
 from testbed.algorithms.fedlion import FAFED, MFL, FedLion
 from testbed.data import DATASETS
-from testbed.engine import Engine
 from testbed.errors import TestbedError
 from testbed.local import LocalAdam, LocalLion, LocalSGD, train_one
 from testbed.payload import Dense, IntegerDelta, transmit
@@ -370,29 +369,21 @@ D = FEATURES * CLASSES + CLASSES  # logreg: 21 entries
 LEARNED = ["train_loss", "accuracy", "loss"]
 
 
-def scenario(algorithm: dict, executor="serial", client=None) -> dict:
-    raw = copy.deepcopy(TWO_DEVICES)
-    raw.update(name="fedlion-family", data={"name": "tiny_blobs", "partition": {"kind": "iid"}},
-               model={"name": "logreg"}, algorithm=algorithm, executor={"kind": executor},
-               client=client or {"lr": 0.01, "batch_size": 10, "local_steps": 3}, stop={"max_rounds": 2})
-    return raw
-
-
 @pytest.mark.parametrize("name", ["fedlion", "fafed"])
 def test_missing_local_steps_is_one_line_error(monkeypatch, name):
     monkeypatch.setitem(DATASETS, "tiny_blobs", tiny_blobs)
-    raw = scenario({"name": name}, client={"lr": 0.01, "batch_size": 10})
+    raw = tiny_scenario({"name": name}, client={"lr": 0.01, "batch_size": 10})
     with pytest.raises(TestbedError) as err:
         sc.build(sc.validate(raw, "test"))
     message = str(err.value)
     assert "\n" not in message and message.startswith("test: client.local_steps:") and name in message
-    sc.build(sc.validate(scenario({"name": "mfl"}, client={"lr": 0.01, "batch_size": 10}), "test"))  # MFL builds
+    sc.build(sc.validate(tiny_scenario({"name": "mfl"}, client={"lr": 0.01, "batch_size": 10}), "test"))  # MFL builds
 
 
 def test_cli_run_without_local_steps_exits_2_with_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(DATASETS, "tiny_blobs", tiny_blobs)
     path = tmp_path / "fedlion.yaml"
-    path.write_text(yaml.safe_dump(scenario({"name": "fedlion"}, client={"lr": 0.01, "batch_size": 10})))
+    path.write_text(yaml.safe_dump(tiny_scenario({"name": "fedlion"}, client={"lr": 0.01, "batch_size": 10})))
     assert cli.main(["run", str(path), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
@@ -434,11 +425,7 @@ def run():
         def simulate(algorithm: dict, executor="serial"):
             key = (tuple(sorted(algorithm.items())), executor)
             if key not in done:
-                exp = sc.build(sc.validate(scenario(algorithm, executor), "test"))
-                exp.strategy = recording = Recording(exp.strategy)
-                records, events = [], []
-                Engine(exp, lambda record, rows: (records.append(record), events.extend(rows))).run()
-                done[key] = (pd.DataFrame(records), recording, pd.DataFrame(events))
+                done[key] = run_recorded(tiny_scenario(algorithm, executor), Recording)
             return done[key]
 
         yield simulate

@@ -18,7 +18,6 @@ so with k = floor(0.5 * 4) = 2 the top-2 positions are
     |DW|: A {0, 2}, B {1, 2};  |DM|: A {1, 3}, B {1, 3};  |DV|: A {2, 3}, B {1, 3}
 and under FedAdam-SSM entry 2 is kept by both devices, entry 0 by A only, entry 1 by B only, entry 3 by nobody.
 """
-import copy
 import math
 from types import SimpleNamespace
 
@@ -26,13 +25,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, TWO_DEVICES, tiny_blobs
+from helpers import (TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, run_recorded, tiny_blobs,
+                     tiny_scenario)
 
-from testbed import scenario as sc
 from testbed.algorithms.base import Arrival, RoundContext, ServerState
 from testbed.algorithms.sparse_adam import SparseFedAdam, fairness_mask
 from testbed.data import DATASETS
-from testbed.engine import Engine
 from testbed.local import LocalAdam, train_one
 from testbed.payload import Dense, TopK, transmit
 from testbed.schema.algorithms import (FairnessTopConfig, FedAdamMomentsConfig, FedAdamSSMConfig, FedAdamSSMMConfig,
@@ -318,15 +316,7 @@ def run():
         def simulate(algorithm: dict, executor="serial"):
             key = (tuple(sorted(algorithm.items())), executor)
             if key not in done:
-                raw = copy.deepcopy(TWO_DEVICES)
-                raw.update(name="sparse-adam", data={"name": "tiny_blobs", "partition": {"kind": "iid"}},
-                           model={"name": "logreg"}, algorithm=algorithm, executor={"kind": executor},
-                           client={"lr": 0.01, "batch_size": 10, "local_steps": 3}, stop={"max_rounds": 2})
-                exp = sc.build(sc.validate(raw, "test"))
-                exp.strategy = recording = Recording(exp.strategy)
-                records, events = [], []
-                Engine(exp, lambda record, rows: (records.append(record), events.extend(rows))).run()
-                done[key] = (pd.DataFrame(records), recording, pd.DataFrame(events))
+                done[key] = run_recorded(tiny_scenario(algorithm, executor), Recording)
             return done[key]
 
         yield simulate

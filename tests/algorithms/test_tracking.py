@@ -17,20 +17,19 @@ FAdamGT, device A, w0 written out (y - y_A = 0.15):
 SCAFFOLD, device A, w0 (c - c_A = 0.15): x = 0.5 + 0.1 0.85 = 0.585, then 0.585 + 0.1 0.765 = 0.6615, and
     c_A' = c_A - c + (0.5 - 0.6615) / (2 0.1) = -0.15 - 0.8075 = -0.9575 = (-1 - 0.915) / 2, the mean raw gradient.
 """
-import copy
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, TWO_DEVICES, tiny_blobs
+from helpers import (TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, run_recorded, tiny_blobs,
+                     tiny_scenario)
 
 from testbed import scenario as sc
 from testbed.algorithms.base import Arrival, RoundContext, ServerState
 from testbed.algorithms.tracking import Tracking
 from testbed.data import DATASETS
-from testbed.engine import Engine
 from testbed.local import LocalAdam, LocalSGD, train_one
 from testbed.payload import Dense, transmit
 
@@ -388,13 +387,7 @@ LINKS = {0: (0.25, 87_360, 43_680), 1: (0.5, 174_720, 174_720)}  # TWO_DEVICES: 
 
 
 def scenario(algorithm: dict, executor="serial", codec=None) -> dict:
-    raw = copy.deepcopy(TWO_DEVICES)
-    raw.update(name="tracking", data={"name": "tiny_blobs", "partition": {"kind": "iid"}}, model={"name": "logreg"},
-               algorithm=algorithm, executor={"kind": executor},
-               client={"lr": 0.01, "batch_size": 10, "local_steps": 3}, stop={"max_rounds": ROUNDS})
-    if codec:
-        raw["codec"] = codec
-    return raw
+    return tiny_scenario(algorithm, executor, rounds=ROUNDS, codec=codec)
 
 
 class Recording:
@@ -441,11 +434,7 @@ def run():
 
         def simulate(name: str, executor="serial"):
             if (name, executor) not in done:
-                exp = sc.build(sc.validate(scenario({"name": name}, executor), "test"))
-                exp.strategy = recording = Recording(exp.strategy)
-                records, events = [], []
-                Engine(exp, lambda record, rows: (records.append(record), events.extend(rows))).run()
-                done[name, executor] = (pd.DataFrame(records), recording, pd.DataFrame(events))
+                done[name, executor] = run_recorded(scenario({"name": name}, executor), Recording)
             return done[name, executor]
 
         yield simulate
