@@ -204,13 +204,14 @@ class Engine:
 
     def _train(self, state, tasks: dict[int, Task], timelines: dict[int, Timeline], kept: list[int]) -> list[Arrival]:
         """Real training of the kept tasks only, each on the model as its codec delivered it."""
-        broadcast = getattr(self.exp.strategy, "broadcast", lambda state: state.params)
+        broadcast = getattr(self.exp.strategy, "broadcast", None)
+        sent = broadcast(state) if broadcast else state.params
         received = {}
         jobs = []
         for d in sorted(kept):
             codec = tasks[d].down
             if codec not in received:
-                received[codec] = transmit(codec, broadcast(state), self.shapes)
+                received[codec] = transmit(codec, sent, self.shapes)
             jobs.append(TrainJob(tasks[d], received[codec], self.exp.clients.train[d],
                                  stream(self.cfg.seed, Purpose.TRAINING, tasks[d].round, d)))
         results = self.exp.executor.train(self.exp.strategy, jobs)

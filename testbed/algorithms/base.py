@@ -128,6 +128,13 @@ class Strategy(Protocol):
                   failures: list[Failure]) -> tuple[ServerState, dict[str, float]]: ...
 
 
+def task_for(device: int, ctx: RoundContext, client: Any, down, up, **terms) -> Task:
+    """The task of `device` this round: its samples, what the local optimizer's schedule makes it process (its
+    FLOPs follow from that), its codecs, and any further terms (ratio, forward_flops, extras, local)."""
+    n = int(ctx.num_samples[device])
+    return Task(int(device), ctx.round, n, client.samples_processed(n), down, up, **terms)
+
+
 def select_uniform(online: np.ndarray, n_select: int, rng: np.random.Generator) -> np.ndarray:
     """Uniform sample without replacement among the online devices, in increasing id order."""
     return np.sort(rng.choice(online, size=min(n_select, len(online)), replace=False))

@@ -20,7 +20,7 @@ import torch
 
 from testbed import rules
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, weighted_mean)
+                                     select_uniform, task_for, weighted_mean)
 from testbed.local import LocalSGD
 from testbed.payload import Dense
 
@@ -97,9 +97,7 @@ class FedAvg:
         return ServerState(params, self.server.init(params))
 
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
-        return [Task(int(d), ctx.round, int(ctx.num_samples[d]), self.client.samples_processed(int(ctx.num_samples[d])),
-                     self.down, self.up)
-                for d in select_uniform(ctx.online, ctx.n_select, rng)]
+        return [task_for(d, ctx, self.client, self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
 
     def objective(self, loss_fn: LossFn):
         mu = self.proximal_mu

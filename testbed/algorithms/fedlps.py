@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     weighted_mean)
+                                     task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric, proximal_drift
 from testbed.algorithms.ratios import PUCBV, RatioPolicy, observe_arrivals, select_with_ratios
 from testbed.local import LocalSGD
@@ -80,12 +80,10 @@ class FedLPS:
                           for n, units in self.costs.units.items()}
             keep = {n: keep_count(units, ratio) for n, units in self.costs.units.items()}
             masks = {n: top_units(scores[n], keep[n]).bool() for n in keep}
-            n = int(ctx.num_samples[d])
-            tasks.append(Task(d, ctx.round, n, self.client.samples_processed(n), self.down,
-                              UnitMasked(masks, self.up_dtype), ratio=ratio,
-                              forward_flops=self.costs.forward_flops(masks, structured=False),
-                              extras={"keep": {name: torch.tensor(k) for name, k in keep.items()}},
-                              local={SCORE + name: q for name, q in scores.items()}))
+            tasks.append(task_for(d, ctx, self.client, self.down, UnitMasked(masks, self.up_dtype), ratio=ratio,
+                                  forward_flops=self.costs.forward_flops(masks, structured=False),
+                                  extras={"keep": {name: torch.tensor(k) for name, k in keep.items()}},
+                                  local={SCORE + name: q for name, q in scores.items()}))
         return tasks
 
     def start(self, task: Task, received: Params) -> tuple[Params, None]:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, weighted_mean)
+                                     select_uniform, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.payload import Dense
 
@@ -45,8 +45,7 @@ class MomentAveraging:
         return state.params | {f"{part}:{n}": t for part in self.PARTS for n, t in state.optimizer[part].items()}
 
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
-        return [Task(int(d), ctx.round, int(ctx.num_samples[d]), self.client.samples_processed(int(ctx.num_samples[d])),
-                     self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
+        return [task_for(d, ctx, self.client, self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
 
     def start(self, task: Task, received: Params) -> tuple[Params, Params]:
         return split_parts(received)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     holder_mean)
+                                     holder_mean, task_for)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.ratios import CapabilityRatio, RatioPolicy, observe_arrivals, select_with_ratios
 from testbed.local import LocalSGD
@@ -54,10 +54,9 @@ class PartialModel:
             masks = unit_masks(state.params, self.costs.units, ratio, self.pattern, ctx.strategy_rng, ctx.round)
             shape = self.costs.structure(masks)
             codec = UnitMasked.structured(shape, self.dtype)
-            n = int(ctx.num_samples[d])
-            tasks.append(Task(d, ctx.round, n, self.client.samples_processed(n), codec, codec, ratio=ratio,
-                              forward_flops=self.costs.forward_flops(masks, structured=True),
-                              extras={"held": entry_masks(state.params, shape)}))
+            tasks.append(task_for(d, ctx, self.client, codec, codec, ratio=ratio,
+                                  forward_flops=self.costs.forward_flops(masks, structured=True),
+                                  extras={"held": entry_masks(state.params, shape)}))
         return tasks
 
     def objective(self, loss_fn: LossFn):

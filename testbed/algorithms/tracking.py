@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, weighted_mean)
+                                     select_uniform, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.moments import MomentAveraging, split_parts
-from testbed.payload import Dense
+from testbed.payload import Dense, transmit
 
 MODES = ("gt", "et", "scaffold", "none")
 
@@ -63,7 +63,7 @@ class Tracking:
         count = 0 if self.mode == "none" else math.ceil(round(self.track_fraction * len(chosen), 9))
         tracked = set(ctx.strategy_rng.choice(chosen, size=count, replace=False).tolist()) if count else set()
         zeros = {n: torch.zeros_like(p) for n, p in state.params.items()}
-        y = {n: t.to(getattr(torch, self.down_dtype)).float() for n, t in state.optimizer["y"].items()}  # as received
+        y = transmit(Dense(self.down_dtype), state.optimizer["y"])  # as the devices receive it
         tasks = []
         for d in (int(d) for d in chosen):
             kept = state.clients.get(d, {})
@@ -71,11 +71,9 @@ class Tracking:
             local |= {f"y:{n}": kept.get(f"y:{n}", zeros[n]) for n in zeros}
             # y - y_i, which the device would form from the y it receives and its own y_i
             gap = {n: y[n] - local[f"y:{n}"] for n in zeros}
-            n = int(ctx.num_samples[d])
-            tasks.append(Task(d, ctx.round, n, self.client.samples_processed(n),
-                              self.codec(self.mode != "none", self.down_dtype), self.codec(d in tracked, self.dtype),
-                              local=local,
-                              extras={"tracked": torch.tensor(float(d in tracked)), "gap": gap}))
+            tasks.append(task_for(d, ctx, self.client, self.codec(self.mode != "none", self.down_dtype),
+                                  self.codec(d in tracked, self.dtype), local=local,
+                                  extras={"tracked": torch.tensor(float(d in tracked)), "gap": gap}))
         return tasks
 
     def start(self, task: Task, received: Params) -> tuple[Params, Params | None]:
@@ -128,9 +126,8 @@ class Tracking:
         models = [{n: t for n, t in a.update.items() if ":" not in n} for a in arrivals]
         step = weighted_mean(models, [1.0] * len(models))
         params = {n: p + self.server_lr * step[n] for n, p in state.params.items()}
-        y = dict(state.optimizer["y"])
-        for a in (a for a in arrivals if "y:" + next(iter(state.params)) in a.update):
-            y = {n: t + a.update[f"y:{n}"] / self.num_clients for n, t in y.items()}
+        tracked = [a.update for a in arrivals if any(k.startswith("y:") for k in a.update)]  # sent a y part
+        y = {n: t + sum(u[f"y:{n}"] for u in tracked) / self.num_clients for n, t in state.optimizer["y"].items()}
         return ServerState(params, {"y": y}, state.clients), {"train_loss": mean_metric(arrivals, "train_loss")}
 
 
