@@ -308,9 +308,8 @@ class _Agents(MutableMapping):
         self.clients[device] = self.clients.get(device, {}) | {"agent": agent}  # written back: a store may spill
 
     def __delitem__(self, device: int) -> None:
-        state = dict(self[device] and self.clients[device])
-        del state["agent"]
-        self.clients[device] = state
+        self[device]  # a KeyError when the device has no agent
+        self.clients[device] = {k: v for k, v in self.clients[device].items() if k != "agent"}
 
     def __iter__(self) -> Iterator[int]:
         return (d for d in self.clients if "agent" in self.clients[d])
