@@ -57,12 +57,12 @@ class Dense:
 
     def encode(self, tensors: Tensors) -> bytes:
         names = _names(tensors, self.parts[0])
-        flat = [_flat(tensors, part, names) for part in self.parts]
+        flat = [flatten_part(tensors, part, names) for part in self.parts]
         return np.concatenate(flat).astype(_wire(self.dtype)).tobytes()
 
     def decode(self, payload: bytes, shapes: Shapes) -> dict[str, torch.Tensor]:
         flat = np.frombuffer(payload, dtype=_wire(self.dtype)).astype(np.float32)
-        return _unflatten(flat, shapes, self.parts)
+        return unflatten_parts(flat, shapes, self.parts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,12 +229,12 @@ class TopK:
 
     def encode(self, tensors: Tensors) -> bytes:
         names = _names(tensors, self.parts[0])
-        flat = [_flat(tensors, part, names) for part in self.parts]
+        flat = [flatten_part(tensors, part, names) for part in self.parts]
         d = len(flat[0])
         k = self.k(d)
         if self.shared_mask:
             by = self.parts[0] if self.select_by is None else self.select_by
-            score = flat[self.parts.index(by)] if by in self.parts else _flat(tensors, by, names)
+            score = flat[self.parts.index(by)] if by in self.parts else flatten_part(tensors, by, names)
             positions = [self._select(score, k)] * len(self.parts)
         else:
             positions = [self._select(x, k) for x in flat]
@@ -268,7 +268,7 @@ class TopK:
             x[index] = np.frombuffer(payload, _wire(self.dtype), k, offset)
             offset += k * itemsize
             flat.append(x)
-        return _unflatten(np.concatenate(flat), shapes, self.parts)
+        return unflatten_parts(np.concatenate(flat), shapes, self.parts)
 
 
 @dataclass(frozen=True)
@@ -322,21 +322,21 @@ class IntegerDelta:
 
     def encode(self, tensors: Tensors) -> bytes:
         names = _names(tensors, "")
-        delta, e = _flat(tensors, "", names), int(self.local_steps)
+        delta, e = flatten_part(tensors, "", names), int(self.local_steps)
         as_int = np.rint(delta)
         if not (np.array_equal(as_int, delta) and np.abs(as_int).max(initial=0) <= e):
             raise ValueError(f"codec {self.name}: the delta must hold integers in [-{e}, {e}] (the sum of the "
                              f"local signs); got values in [{delta.min(initial=0)}, {delta.max(initial=0)}]"
                              + ("" if np.array_equal(as_int, delta) else ", not all integers"))
         ints = _pack_uints((as_int + e).astype(np.int64), self.bits_per_entry)
-        dense = [_flat(tensors, part, names) for part in self.dense_parts]  # in the integer part's order
+        dense = [flatten_part(tensors, part, names) for part in self.dense_parts]  # in the integer part's order
         return ints + (np.concatenate(dense).astype(_wire(self.dtype)).tobytes() if dense else b"")
 
     def decode(self, payload: bytes, shapes: Shapes) -> dict[str, torch.Tensor]:
         d = _numel(shapes)
         size = math.ceil(d * self.bits_per_entry / 8)
         ints = _unpack_uints(np.frombuffer(payload, np.uint8, size), d, self.bits_per_entry)
-        out = _unflatten((ints - int(self.local_steps)).astype(np.float32), shapes, ("",))
+        out = unflatten_parts((ints - int(self.local_steps)).astype(np.float32), shapes, ("",))
         if self.dense_parts:
             out |= self._dense().decode(payload[size:], shapes)
         return out
@@ -383,7 +383,7 @@ class Sign:
         scales, signs = [], []
         for part in self.parts:
             for name in names:
-                x = tensors[_key(part, name)].detach().reshape(-1).to(torch.float32).numpy()
+                x = tensors[part_key(part, name)].detach().reshape(-1).to(torch.float32).numpy()
                 if self.scale and not len(x):
                     scales.append(0.0)
                 elif self.scale:
@@ -401,13 +401,13 @@ class Sign:
         if self.scale:
             sizes = np.array([math.prod(s) for s in shapes.values()] * len(self.parts), dtype=np.int64)
             flat = flat * np.repeat(scales, sizes)
-        return _unflatten(flat.astype(np.float32), shapes, self.parts)
+        return unflatten_parts(flat.astype(np.float32), shapes, self.parts)
 
 
 Codec = Union[Dense, UnitMasked, TopK, IntegerDelta, Sign]
 
 
-def _key(part: str, name: str) -> str:
+def part_key(part: str, name: str) -> str:
     """The dict key of parameter `name`'s tensor in part `part`: the plain name for part ""."""
     return name if part == "" else f"{part}:{name}"
 
@@ -420,19 +420,19 @@ def _names(tensors: Tensors, first: str) -> list[str]:
     return [key[len(prefix):] for key in tensors if key.startswith(prefix)]
 
 
-def _flat(tensors: Tensors, part: str, names: list[str]) -> np.ndarray:
+def flatten_part(tensors: Tensors, part: str, names: list[str]) -> np.ndarray:
     """Part `part` of every parameter, flattened and concatenated in the order of `names`, as float32."""
-    flat = [tensors[_key(part, name)].detach().reshape(-1).to(torch.float32).numpy() for name in names]
+    flat = [tensors[part_key(part, name)].detach().reshape(-1).to(torch.float32).numpy() for name in names]
     return np.concatenate(flat) if flat else np.zeros(0, np.float32)
 
 
-def _unflatten(flat: np.ndarray, shapes: Shapes, parts: tuple[str, ...]) -> dict[str, torch.Tensor]:
+def unflatten_parts(flat: np.ndarray, shapes: Shapes, parts: tuple[str, ...]) -> dict[str, torch.Tensor]:
     """The inverse of part-major flattening: {key: tensor} for every part and parameter."""
     out, offset = {}, 0
     for part in parts:
         for name, shape in shapes.items():
             size = math.prod(shape)
-            out[_key(part, name)] = torch.from_numpy(flat[offset : offset + size].copy()).reshape(shape)
+            out[part_key(part, name)] = torch.from_numpy(flat[offset : offset + size].copy()).reshape(shape)
             offset += size
     if offset != len(flat):
         raise ValueError(f"payload holds {len(flat)} entries, the shapes {offset}")
@@ -492,7 +492,7 @@ CODECS: dict[str, Dense] = {"fp32": Dense("float32"), "fp16": Dense("float16")}
 def model_shapes(codec: Codec, tensors: Tensors) -> dict[str, torch.Size]:
     """The model's parameter shapes read from a payload's tensors: those of the codec's first part."""
     first = getattr(codec, "parts", ("",))[0]
-    return {name: tensors[_key(first, name)].shape for name in _names(tensors, first)}
+    return {name: tensors[part_key(first, name)].shape for name in _names(tensors, first)}
 
 
 def transmit(codec: Codec, tensors: Tensors, shapes: Shapes | None = None) -> dict[str, torch.Tensor]:

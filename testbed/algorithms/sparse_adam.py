@@ -23,13 +23,12 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import torch
 
 from testbed.algorithms.base import Params, Result, Task
 from testbed.algorithms.moments import MomentAveraging, split_parts
 from testbed.local import LocalAdam
-from testbed.payload import Dense, TopK
+from testbed.payload import Dense, TopK, flatten_part, unflatten_parts
 
 MOMENTS = ("m", "v")
 
@@ -74,9 +73,8 @@ class SparseFedAdam(MomentAveraging):
         result = super().finish(task, trained, received, stats, opt_state)
         if not self.fairness:
             return result
-        update = result.update
-        flat = [torch.cat([update[f"{p}:{n}" if p else n].reshape(-1) for n in trained]) for p in ("",) + MOMENTS]
+        update, names = result.update, list(trained)
+        flat = [torch.from_numpy(flatten_part(update, part, names)) for part in ("",) + MOMENTS]
         mask = fairness_mask(flat, self.up.k(flat[0].numel()))
-        offsets = np.cumsum([0] + [t.numel() for t in trained.values()])
-        scores = {f"fair:{n}": mask[a:b].reshape(t.shape) for (n, t), a, b in zip(trained.items(), offsets, offsets[1:])}
+        scores = unflatten_parts(mask.numpy(), {n: t.shape for n, t in trained.items()}, ("fair",))
         return Result(update | scores, stats)
