@@ -110,20 +110,49 @@ class DeviceGroup(Strict):
             raise ValueError("resample_tiers_each_round needs tiers: list the capability levels to draw from")
         return self
 
-    def spec(self):
+    def spec(self, tiers_kept: int | None = None):
+        """The group as devices build it; tiers_kept: only the first so many of its tiers (fleet.heterogeneity)."""
         overrides = {k: getattr(self, k) for k in ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s")
                      if getattr(self, k) is not None}
         profile = devices.get_profile(self.profile).with_overrides(**overrides)
         return devices.GroupSpec(profile, self.count, self.availability.model(),
-                                 tuple(self.tiers) if self.tiers else None, self.resample_tiers_each_round)
+                                 tuple(self.tiers[:tiers_kept]) if self.tiers else None,
+                                 self.resample_tiers_each_round)
+
+
+# fleet.heterogeneity: how many of each tiered group's tiers are kept, from the first (FedLPS: 2, 3 or all 5)
+HETEROGENEITY_TIERS = {"low": 2, "medium": 3, "high": None}
+MIN_TIERS_FOR_LEVELS = 4  # fewer, and two of low / medium / high would be the same fleet
 
 
 class Fleet(Strict):
     groups: list[DeviceGroup] = Field(min_length=1)
+    heterogeneity: Literal["low", "medium", "high"] | None = None   # the tiered groups' first 2, 3 or all tiers
+
+    @field_validator("heterogeneity")
+    @classmethod
+    def _levels_need_tiers(cls, level: str | None, info: ValidationInfo) -> str | None:
+        groups = info.data.get("groups") or []
+        if level is None or not groups:  # nothing to check, or the groups already failed on their own
+            return level
+        if not any(g.tiers for g in groups):
+            raise ValueError("no group of this fleet has tiers to keep 2, 3 or all of; give a group capability "
+                             "tiers (tiers: [1, 0.5, 0.25, 0.125, 0.0625]) or remove heterogeneity")
+        for i, g in enumerate(groups):
+            if g.tiers and len(g.tiers) < MIN_TIERS_FOR_LEVELS:
+                raise ValueError(f"fleet.groups.{i} has {len(g.tiers)} tiers; low, medium and high keep the first "
+                                 f"2, 3 or all of them, so list at least {MIN_TIERS_FOR_LEVELS} "
+                                 "(e.g. [1, 0.5, 0.25, 0.125, 0.0625])")
+        return level
 
     @property
     def size(self) -> int:
         return sum(g.count for g in self.groups)
+
+    def specs(self) -> list:
+        """Every group as devices build it, tiers cut to the heterogeneity level."""
+        kept = HETEROGENEITY_TIERS[self.heterogeneity] if self.heterogeneity else None
+        return [g.spec(kept) for g in self.groups]
 
 
 # ---- data, model, training -----------------------------------------------------------------------------
@@ -428,7 +457,7 @@ class Experiment:
 def build(scenario: Scenario) -> Experiment:
     seed = scenario.seed
     dataset = scenario.data.load()
-    fleet = devices.Fleet.build([g.spec() for g in scenario.fleet.groups], stream(seed, Purpose.FLEET))
+    fleet = devices.Fleet.build(scenario.fleet.specs(), stream(seed, Purpose.FLEET))
     partition = scenario.data.partition
     params = partition.model_dump(exclude={"kind"})
     if partition.kind == "natural":
