@@ -11,43 +11,14 @@ EXIT_BAD_INPUT = 2
 
 
 def _run(args) -> None:
-    from tqdm import tqdm
-
     from analysis.report import write_report
     from testbed import scenario as sc
-    from testbed.engine import Engine
-    from testbed.runlog import RunWriter
+    from testbed.runner import run_scenario
 
     overrides = list(args.set or []) + ([f"seed={args.seed}"] if args.seed is not None else [])
-    scenario = sc.load(args.file, overrides)
-    try:
-        exp = sc.build(scenario)
-    except TestbedError as err:  # found while loading data: name the scenario, as validation does
-        raise TestbedError(f"{args.file}: {err}") from None
-    writer = RunWriter(args.out, exp)
-    uplink = 0
-    with tqdm(total=scenario.stop.max_rounds, unit="round", desc=scenario.name, disable=args.quiet) as bar:
-        def on_round(record: dict, events: list[dict]) -> None:
-            nonlocal uplink
-            writer.round(record, events)
-            uplink += record["bytes_up"]
-            bar.update(1)
-            acc = record["accuracy"]
-            bar.set_postfix_str(f"sim {record['t_end_s']:.0f}s acc {'-' if acc != acc else f'{acc:.3f}'} "
-                                f"up {uplink / 1e6:.1f}MB")
-
-        try:
-            Engine(exp, on_round).run()
-        except TestbedError as err:
-            writer.close(status=f"failed: {err}")
-            raise TestbedError(f"{err} (rounds so far kept in {writer.path})") from None
-        except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
-            writer.close(status="interrupted" if isinstance(err, KeyboardInterrupt)
-                         else f"crashed: {type(err).__name__}: {err}")
-            raise
-    summary = writer.close()
-    table, plots = write_report([writer.path], writer.path / "plots")
-    print(f"\nrun folder: {writer.path}")
+    path, summary = run_scenario(sc.load(args.file, overrides), args.file, args.out, args.quiet)
+    table, plots = write_report([path], path / "plots")
+    print(f"\nrun folder: {path}")
     print(f"non-IID degree: {summary['non_iid_degree']:.3f} (mean JS divergence of the devices' labels to all "
           "labels, bits; per device in devices.csv)")
     print(f"\n{table}\n\nplots:")

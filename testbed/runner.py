@@ -1,0 +1,48 @@
+"""One scenario from a validated Scenario to a finished run folder: what `testbed run` and `testbed sweep` share.
+
+A run that fails keeps its rounds: its summary.json says how it ended (failed, interrupted, crashed).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from testbed import scenario as sc
+from testbed.errors import TestbedError
+
+
+def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", quiet: bool = False
+                 ) -> tuple[Path, dict]:
+    """Build and run `scenario` (read from `source`, named in errors) into out/<name>/<seed>/ with a progress
+    bar; returns the run folder and its summary. A TestbedError in the run closes the folder as failed and
+    is raised again naming it; Ctrl-C and crashes close it as interrupted / crashed and go through."""
+    from tqdm import tqdm
+
+    from testbed.engine import Engine
+    from testbed.runlog import RunWriter
+
+    try:
+        exp = sc.build(scenario)
+    except TestbedError as err:  # found while loading data: name the scenario, as validation does
+        raise TestbedError(f"{source}: {err}") from None
+    writer = RunWriter(out, exp)
+    uplink = 0
+    with tqdm(total=scenario.stop.max_rounds, unit="round", desc=scenario.name, disable=quiet) as bar:
+        def on_round(record: dict, events: list[dict]) -> None:
+            nonlocal uplink
+            writer.round(record, events)
+            uplink += record["bytes_up"]
+            bar.update(1)
+            acc = record["accuracy"]
+            bar.set_postfix_str(f"sim {record['t_end_s']:.0f}s acc {'-' if acc != acc else f'{acc:.3f}'} "
+                                f"up {uplink / 1e6:.1f}MB")
+
+        try:
+            Engine(exp, on_round).run()
+        except TestbedError as err:
+            writer.close(status=f"failed: {err}")
+            raise TestbedError(f"{err} (rounds so far kept in {writer.path})") from None
+        except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
+            writer.close(status="interrupted" if isinstance(err, KeyboardInterrupt)
+                         else f"crashed: {type(err).__name__}: {err}")
+            raise
+    return writer.path, writer.close()
