@@ -362,26 +362,31 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise TestbedError(f"--set {item}: expected KEY.PATH=VALUE, e.g. --set stop.max_rounds=5")
-        *parents, leaf = key.split(".")
-        node = raw
-        for part in parents:
-            slot = _slot(node, part, item)
-            if isinstance(node, dict):
-                node.setdefault(slot, {})
-            node = node[slot]
-        node[_slot(node, leaf, item)] = yaml.safe_load(value)
+        set_path(raw, key, yaml.safe_load(value), f"--set {item}")
     return raw
 
 
-def _slot(node, part: str, item: str) -> str | int:
+def set_path(raw: dict, key: str, value, origin: str) -> None:
+    """raw[a][b][c] = value for key "a.b.c", creating sections; `origin` (the option) starts the errors."""
+    *parents, leaf = key.split(".")
+    node = raw
+    for part in parents:
+        slot = _slot(node, part, origin)
+        if isinstance(node, dict):
+            node.setdefault(slot, {})
+        node = node[slot]
+    node[_slot(node, leaf, origin)] = value
+
+
+def _slot(node, part: str, origin: str) -> str | int:
     """The key, or list index, that `part` names in `node`."""
     if isinstance(node, dict):
         return part
     if isinstance(node, list):
         if part.isdigit() and int(part) < len(node):
             return int(part)
-        raise TestbedError(f"--set {item}: '{part}' is not an index of this {len(node)}-item list")
-    raise TestbedError(f"--set {item}: the value before '{part}' is not a section")
+        raise TestbedError(f"{origin}: '{part}' is not an index of this {len(node)}-item list")
+    raise TestbedError(f"{origin}: the value before '{part}' is not a section")
 
 
 def validate(raw: dict, source: str = "scenario", base_dir: Path = Path(".")) -> Scenario:
