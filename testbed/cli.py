@@ -47,6 +47,12 @@ def _report(args) -> None:
     print(table + "\n\nplots:\n" + "\n".join(f"  {p}" for p in plots))
 
 
+def _sweep(args) -> None:
+    from testbed.sweep import sweep
+
+    sweep(args.file, args.grid, args.set or [], args.out, args.quiet)
+
+
 def _models(args) -> None:
     from testbed.models.summary import format_table
 
@@ -70,6 +76,17 @@ def parser() -> argparse.ArgumentParser:
     val.add_argument("files", nargs="+")
     val.add_argument("--set", action="append", metavar="KEY.PATH=VALUE")
     val.set_defaults(handler=_validate)
+    swp = sub.add_parser("sweep", help="run every combination of a grid of scenario fields into "
+                         "OUT/<scenario>/<scenario>-<values>/<seed>/, skipping completed ones; index in "
+                         "OUT/<scenario>/sweep.csv")
+    swp.add_argument("file")
+    swp.add_argument("--grid", action="append", required=True, metavar="KEY.PATH=[V1,V2,...]",
+                     help="a field and its values (repeatable): algorithm=[fedavg,fedlps] (each algorithm with "
+                     "its defaults), fleet.heterogeneity=[low,high], seed=[0,1,2], any --set path")
+    swp.add_argument("--out", default="runs", help="root folder of run folders (default: runs)")
+    swp.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a field in every run")
+    swp.add_argument("--quiet", action="store_true", help="no progress bars")
+    swp.set_defaults(handler=_sweep)
     rep = sub.add_parser("report", help="time-to-accuracy table and plots for run folders; a scenario's seeds "
                          "are also averaged (mean±std)")
     rep.add_argument("runs", nargs="+")

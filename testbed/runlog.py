@@ -19,11 +19,15 @@ ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived
 EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome", "ratio"]
 
 
+def run_folder(out_root: str | Path, scenario) -> Path:
+    return Path(out_root) / scenario.name / str(scenario.seed)
+
+
 class RunWriter:
     def __init__(self, out_root: str | Path, exp):
         scenario = exp.scenario
         self.scenario = scenario
-        self.path = Path(out_root) / scenario.name / str(scenario.seed)
+        self.path = run_folder(out_root, scenario)
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "scenario.resolved.yaml").write_text(
             yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))

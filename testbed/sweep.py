@@ -1,0 +1,156 @@
+"""`testbed sweep`: every combination of a grid of scenario fields, run one after another through the scenario's
+executor, each into its own folder, skipping combinations already completed, with an index of the runs.
+
+Layout: `<out>/<scenario>/sweep.csv` (the index: one row per combination with its grid values, folder and
+status) and one run folder per combination, `<out>/<scenario>/<scenario>-<values>/<seed>/`, its scenario
+named `<scenario>-<values>` (the grid values other than the seed, joined by '-'), so that
+`testbed run FILE --set name=<scenario>-<values> ... --out <out>/<scenario>` writes the same folder.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from testbed import scenario as sc
+from testbed.errors import TestbedError
+from testbed.runlog import run_folder
+from testbed.runner import run_scenario
+
+ALIASES = {"algorithm": "algorithm.name"}   # --grid algorithm=[...] sets the algorithm's name
+INDEX = "sweep.csv"
+COMPLETED = "completed"
+
+
+@dataclass
+class Combination:
+    values: dict                # grid path -> value
+    scenario: sc.Scenario
+    folder: Path
+
+    @property
+    def status(self) -> str:
+        """summary.json's status; 'not started' without one."""
+        summary = self.folder / "summary.json"
+        return json.loads(summary.read_text()).get("status", "unknown") if summary.is_file() else "not started"
+
+
+def parse_grid(items: list[str]) -> dict[str, list]:
+    """['algorithm=[fedavg,fedlps]', 'seed=[0,1]'] -> {'algorithm.name': ['fedavg', 'fedlps'], 'seed': [0, 1]}.
+    Values are YAML, as --set's; a single value is a one-value axis."""
+    grid = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key or not text:
+            raise TestbedError(f"--grid {item}: expected KEY=[VALUE,...], e.g. --grid seed=[0,1,2]")
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise TestbedError(f"--grid {item}: {text} is not a YAML list; write e.g. [0.1, 0.01]") from None
+        values = values if isinstance(values, list) else [values]
+        path = ALIASES.get(key, key)
+        if not values:
+            raise TestbedError(f"--grid {item}: no values; list at least one")
+        if path in grid:
+            raise TestbedError(f"--grid {item}: {path} is already on the grid; give all its values in one --grid")
+        if len({json.dumps(v, sort_keys=True) for v in values}) < len(values):
+            raise TestbedError(f"--grid {item}: a value is listed twice; list each once")
+        grid[path] = values
+    return grid
+
+
+def label(values: dict) -> str:
+    """The grid values other than the seed as a folder-name part: 'fedavg-high'."""
+    return "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", str(v)).strip("_") for k, v in values.items() if k != "seed")
+
+
+def plan(file: str, grid: dict[str, list], sets: list[str], out: str | Path) -> tuple[Path, list[Combination]]:
+    """The sweep's folder, and every combination validated and placed, before anything runs: a bad grid value
+    stops the sweep here. An algorithm other than the file's starts from its own defaults, not from the
+    file's hyper-parameters."""
+    raw = sc.apply_overrides(sc.read_yaml(file), list(sets))
+    root = Path(out) / str(raw.get("name", Path(file).stem))
+    combinations = []
+    for values in itertools.product(*grid.values()):
+        values = dict(zip(grid, values))
+        combo = copy.deepcopy(raw)
+        if values.get("algorithm.name", _algorithm_name(raw)) != _algorithm_name(raw):
+            combo["algorithm"] = {}
+        for path, value in values.items():
+            sc.set_path(combo, path, value, f"--grid {path}={value}")
+        if label(values) and "name" in raw:
+            combo["name"] = f"{raw['name']}-{label(values)}"
+        where = ", ".join(f"{k}={v}" for k, v in values.items())
+        scenario = sc.validate(combo, f"{file} ({where})", Path(file).parent)
+        combinations.append(Combination(values, scenario, run_folder(root, scenario)))
+    folders = [c.folder for c in combinations]
+    if len(set(folders)) < len(folders):
+        clash = next(f for f in folders if folders.count(f) > 1)
+        raise TestbedError(f"--grid: two combinations would share the run folder {clash}; use values that differ "
+                           "as folder names")
+    for combo in combinations:
+        _refuse_stale(combo)
+    return root, combinations
+
+
+def _algorithm_name(raw: dict):
+    algorithm = raw.get("algorithm")
+    return algorithm.get("name") if isinstance(algorithm, dict) else None
+
+
+def _refuse_stale(combo: Combination) -> None:
+    """A completed run of another scenario (the file changed since) must be neither skipped nor overwritten."""
+    if combo.status != COMPLETED:
+        return
+    before = yaml.safe_load((combo.folder / "scenario.resolved.yaml").read_text())
+    now = combo.scenario.model_dump(mode="json")
+    if before != now:
+        flat_before, flat_now = (pd.json_normalize(d, sep=".").iloc[0].to_dict() for d in (before, now))
+        field = next(k for k in sorted(flat_before.keys() | flat_now.keys())
+                     if flat_before.get(k) != flat_now.get(k))
+        raise TestbedError(f"{combo.folder}: holds a completed run of another scenario ({field}: "
+                           f"{flat_before.get(field)!r} there, {flat_now.get(field)!r} now); move it away or "
+                           "sweep into another --out")
+
+
+def write_index(combinations: list[Combination], path: Path) -> pd.DataFrame:
+    index = pd.DataFrame([{**c.values, "folder": str(c.folder), "status": c.status} for c in combinations])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    index.to_csv(path, index=False)
+    return index
+
+
+def sweep(file: str, grid_items: list[str], sets: list[str] = (), out: str | Path = "runs",
+          quiet: bool = False) -> Path:
+    """Run every combination not yet completed, then print the index. The index is rewritten after each
+    run, so that it tells where a stopped sweep was. Returns its path; raises TestbedError at the end when
+    some runs did not complete (their folders keep what they did)."""
+    root, combinations = plan(file, parse_grid(grid_items), sets, out)
+    index_path = root / INDEX
+    write_index(combinations, index_path)
+    for n, combo in enumerate(combinations, 1):
+        where = ", ".join(f"{k}={v}" for k, v in combo.values.items())
+        if combo.status == COMPLETED:
+            print(f"[{n}/{len(combinations)}] {where}: completed before, skipped ({combo.folder})")
+            continue
+        print(f"[{n}/{len(combinations)}] {where}: running into {combo.folder}", flush=True)
+        try:
+            run_scenario(combo.scenario, f"{file} ({where})", root, quiet)
+        except TestbedError as err:  # the run's folder says so; the other combinations still run
+            print(f"  {err}", file=sys.stderr)
+        finally:
+            write_index(combinations, index_path)
+    index = write_index(combinations, index_path)
+    print(f"\n{index.to_string(index=False)}\n\nindex: {index_path}")
+    unfinished = index[index["status"] != COMPLETED]
+    if len(unfinished):
+        raise TestbedError(f"{len(unfinished)} of {len(index)} runs did not complete "
+                           f"({', '.join(unfinished['folder'])}); see {index_path}")
+    return index_path
