@@ -82,7 +82,8 @@ class LocalAdam(LocalSchedule):
     torch; pack() builds a state from given moments (a device resuming its own, or a server's global M and V).
     Two optional entries, carried when present: "shift:<name>", a constant added to every step's direction
     (x -= lr (D + shift): FAdamET's correction y - y_i, applied after the moments), and "gsum:<name>", the
-    gradients summed over the steps (FAdamGT's y_i is their mean)."""
+    gradients summed over the steps (FAdamGT's y_i is their mean). And "beta2", a 0-d tensor that overrides the
+    field for this client: 1.0 keeps v fixed (1-bit Adam's frozen variance after its warm-up)."""
 
     beta1: float = 0.9
     beta2: float = 0.999
@@ -113,7 +114,7 @@ class LocalAdam(LocalSchedule):
         """{"m": {name: tensor}, "v": {...}, "vmax": {...} (empty without amsgrad), "step": tensor}."""
         out: dict = {"m": {}, "v": {}, "vmax": {}, "step": state["step"]}
         for key, t in state.items():
-            if key != "step":
+            if ":" in key:
                 kind, name = key.split(":", 1)
                 out.setdefault(kind, {})[name] = t
         return out
@@ -121,10 +122,15 @@ class LocalAdam(LocalSchedule):
     def step(self, params: Params, grads: Params, state: Params) -> tuple[Params, Params]:
         t = state["step"] + 1
         new, new_state = {}, {"step": t}
+        if "beta2" in state:
+            if self.bias_correction:
+                raise ValueError("LocalAdam: a per-client beta2 needs bias_correction=False")
+            new_state["beta2"] = state["beta2"]
         for n, p in params.items():
             vmax = state[f"vmax:{n}"] if self.amsgrad else None
+            beta2 = rules.per_client(state["beta2"], p) if "beta2" in state else self.beta2
             new[n], m, v, vmax = rules.adam(p, grads[n], state[f"m:{n}"], state[f"v:{n}"], vmax, t, self.lr,
-                                            self.beta1, self.beta2, self.eps, self.weight_decay, self.decoupled,
+                                            self.beta1, beta2, self.eps, self.weight_decay, self.decoupled,
                                             self.bias_correction, self.amsgrad, self.eps_inside_sqrt)
             new_state[f"m:{n}"], new_state[f"v:{n}"] = m, v
             if self.amsgrad:

@@ -67,10 +67,11 @@ def server_adagrad(x: Tensor, delta: Tensor, m: Tensor, v: Tensor, lr: float, be
     return _adaptive_step(x, m, v, lr, tau), m, v
 
 
-def _per_sample(scalar: Tensor, like: Tensor) -> Tensor:
-    """A step count (or a factor made from it) shaped to broadcast against `like`: 0-d for one client, or with a
-    leading client dimension when the clients' tensors are stacked (train_stacked) — then it is [clients] and
-    `like` is [clients, ...]. Only shapes are read, so this is the same under vmap (where both are per-client)."""
+def per_client(scalar: Tensor, like: Tensor) -> Tensor:
+    """A per-client scalar (a step count, a factor made from it, a beta) shaped to broadcast against `like`: 0-d
+    for one client, or with a leading client dimension when the clients' tensors are stacked (train_stacked) —
+    then it is [clients] and `like` is [clients, ...]. Only shapes are read, so this is the same under vmap
+    (where both are per-client)."""
     return scalar.reshape(scalar.shape + (1,) * (like.dim() - scalar.dim())).to(like.dtype)
 
 
@@ -107,12 +108,12 @@ def adam(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, vmax: Tensor | None,
         param = param * (1 - lr * weight_decay)
     if bias_correction:
         step = step.to(torch.float64)  # the factors in double, as torch computes them in Python floats
-        step_size = _per_sample(lr / (1 - beta1 ** step), param)
+        step_size = per_client(lr / (1 - beta1 ** step), param)
         correction2 = 1 - beta2 ** step
         if eps_inside_sqrt:
-            denom = (second / _per_sample(correction2, param) + eps).sqrt()
+            denom = (second / per_client(correction2, param) + eps).sqrt()
         else:
-            denom = second.sqrt() / _per_sample(correction2.sqrt(), param) + eps
+            denom = second.sqrt() / per_client(correction2.sqrt(), param) + eps
         return param - step_size * (m / denom), m, v, vmax
     denom = (second + eps).sqrt() if eps_inside_sqrt else second.sqrt() + eps
     return param - lr * (m / denom), m, v, vmax

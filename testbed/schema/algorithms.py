@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal, Union
 
 import torch
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from testbed.algorithms import (EUCB, PUCBV, CapabilityRatio, FedAvg, FedLPS, FixedRatio, LevelsUpToCapability,
-                                PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi, SparseFedAdam, xi_for,
-                                FAFED, MFL, FedDA, FedLADA, FedLion, Tracking)
+                                ErrorFeedbackAdam, PartialModel, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi,
+                                SparseFedAdam, xi_for, FAFED, MFL, FedDA, FedLADA, FedLion, Tracking)
 from testbed.errors import TestbedError
 from testbed.local import LocalAdam, LocalDualAveraging, LocalLion, LocalSchedule, LocalSGD
-from testbed.payload import Dense, IntegerDelta, TopK
+from testbed.payload import Dense, IntegerDelta, Sign, TopK
 from testbed.schema.common import Capability, Fraction, Strict
 from testbed.submodel import SubmodelCosts
 
@@ -296,6 +296,29 @@ class FairnessTopConfig(FedAdamSSMConfig):
     SELECT_BY: ClassVar[str | None] = "fair"
 
 
+class OneBitAdamConfig(FedAdamMomentsConfig):
+    """1-bit Adam: dense FedAdam with moment averaging for `warmup_rounds`, then V frozen and the model's and
+    momentum's changes sent as 1-bit signs with an rms scale per tensor and error feedback, both ways."""
+
+    name: Literal["onebit_adam"]
+    warmup_rounds: NonNegativeInt | None = None   # default: 10% of stop.max_rounds (the spec's recommendation)
+
+    def strategy(self, b: Build):
+        warmup = round(0.1 * b.rounds) if self.warmup_rounds is None else self.warmup_rounds
+        return ErrorFeedbackAdam(self._client(b), Sign(parts=("", "m"), norm="rms"), b.down.dtype,
+                                 warmup_rounds=warmup)
+
+
+class EfficientAdamConfig(FedAdamMomentsConfig):
+    """Efficient Adam: each device's own Adam moments; the model's change sent as 1-bit signs with a mean |x|
+    scale per tensor and error feedback, both ways, from the first round."""
+
+    name: Literal["efficient_adam"]
+
+    def strategy(self, b: Build):
+        return ErrorFeedbackAdam(self._client(b), Sign(norm="mean_abs"), b.down.dtype, local_moments=True)
+
+
 class _FixedLocalSteps(Strict):
     """Methods whose payload or state counts local steps: the Scenario checks that client.local_steps is set."""
 
@@ -414,7 +437,7 @@ Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagr
                             FedYogiConfig, FedLPSConfig, FLSTConfig, RCRConfig, PartialConfig, HeteroFLConfig,
                             FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig, FedAdamMomentsConfig,
                             FedAdamSSMConfig, FedAdamTopConfig, FedAdamSSMMConfig, FedAdamSSMVConfig,
-                            FairnessTopConfig, FedLionConfig, MFLConfig, FAFEDConfig, FedDAConfig, FAdamGTConfig,
+                            FairnessTopConfig, OneBitAdamConfig, EfficientAdamConfig, FedLionConfig, MFLConfig, FAFEDConfig, FedDAConfig, FAdamGTConfig,
                             FAdamETConfig, LocalAdamConfig, ScaffoldConfig, FedLADAConfig],
                       Field(discriminator="name")]
 
