@@ -67,14 +67,16 @@ def plot_accuracy(runs: list[Run], x: str, path, metric: str = "accuracy") -> Pa
     return _save(fig, path)
 
 
-def plot_accuracy_mean(runs: list[Run], x: str, path, metric: str = "accuracy") -> Path:
+def plot_accuracy_mean(runs: list[Run], x: str, path, metric: str = "accuracy",
+                       groups: dict[str, list[Run]] | None = None) -> Path:
     """plot_accuracy with the seeds of each scenario averaged (see mean_curve): one line per scenario, and a
     band from its lowest to its highest seed, so that methods are compared beyond one seed's luck.
-    metric "local_accuracy" draws the mean over devices of their accuracy on their own test data."""
+    metric "local_accuracy" draws the mean over devices of their accuracy on their own test data.
+    groups: the runs to average, by label (default: analysis.runs.scenario_groups)."""
     what = accuracy_axis(x)[0]
     title_word = accuracy_metric(metric)[0]
     fig, ax = plt.subplots(figsize=(8, 5))
-    for label, group in scenario_groups(runs).items():
+    for label, group in (groups or scenario_groups(runs)).items():
         curve = mean_curve(group, x, metric)
         if curve.empty:  # a scenario without this metric (no local test split) has no line
             continue

@@ -44,7 +44,7 @@ def require_metric(runs: list[Run], metric: str) -> None:
 def tta_table(runs: list[Run], targets: list[float], metric: str = DEFAULT_METRIC) -> pd.DataFrame:
     """One row per run: headline numbers, and for each target the simulated seconds, uplink MB and
     rounds it took `metric` ("accuracy" or "local_accuracy", see metrics.first_reaching) to reach it
-    (missing where it was never reached). Computed from rounds.csv, so any target can be asked for, not
+    (missing where it was never reached), and TFLOPs spent by then. Computed from rounds.csv, so any target can be asked for, not
     only those in summary.json. total_TFLOPs counts every FLOP spent, the wasted ones (dropped, late and
     surplus updates) included; last3_* are the mean over the last three evaluated rounds, as the FedLPS
     paper reports. Raises MissingMetric where a run has no values of a metric other than accuracy."""
@@ -73,6 +73,7 @@ def tta_table(runs: list[Run], targets: list[float], metric: str = DEFAULT_METRI
             reached = cost["time_s"] is not None
             row[f"{REACHED_ON}{target:g}"] = cost["time_s"]
             row[f"uplink_MB@{target:g}"] = cost["bytes_up"] / 1e6 if reached else None
+            row[f"TFLOPs@{target:g}"] = cost["flops"] / 1e12 if reached else None
             row[f"rounds@{target:g}"] = cost["rounds"]
         rows.append(row)
     table = pd.DataFrame(rows)
@@ -83,9 +84,9 @@ def tta_table(runs: list[Run], targets: list[float], metric: str = DEFAULT_METRI
 
 
 def seed_table(table_or_runs: pd.DataFrame | list[Run], targets: list[float] | None = None,
-               metric: str = DEFAULT_METRIC) -> pd.DataFrame:
-    """One row per scenario (per scenario and algorithm, should one name have several), in the order first
-    seen: `seeds`, how many runs it has, and for each numeric column of tta_table its mean over the seeds,
+               metric: str = DEFAULT_METRIC, key: list[str] = SEED_KEY) -> pd.DataFrame:
+    """One row per scenario (per scenario and algorithm, should one name have several; per value of the
+    `key` columns), in the order first seen: the key columns, `seeds`, how many runs it has, and for each numeric column of tta_table its mean over the seeds,
     `<col>`, and sample standard deviation, `<col>_std` (ddof=1, NaN for one seed). The cost of a target
     (time_s@t, uplink_MB@t, rounds@t) is averaged over only the seeds that reached it, so `reached@t`
     ("k/n") comes with it. Takes tta_table's table, or the runs (and targets, default_targets if None, and the
@@ -93,11 +94,11 @@ def seed_table(table_or_runs: pd.DataFrame | list[Run], targets: list[float] | N
     table = table_or_runs
     if not isinstance(table, pd.DataFrame):
         table = tta_table(table, default_targets(table) if targets is None else targets, metric)
-    measured = [column for column in table.columns
-                if column not in LABEL_COLUMNS and pd.api.types.is_numeric_dtype(table[column])]
+    measured = [column for column in table.columns if column not in (*LABEL_COLUMNS, *key)
+                and pd.api.types.is_numeric_dtype(table[column])]
     rows = []
-    for (scenario, algorithm), seeds in table.groupby(SEED_KEY, sort=False):
-        row = {"scenario": scenario, "algorithm": algorithm, "seeds": len(seeds)}
+    for values, seeds in table.groupby(key, sort=False, dropna=False):
+        row = {**dict(zip(key, values)), "seeds": len(seeds)}
         for column in measured:
             if column.startswith(REACHED_ON):
                 row[f"reached@{column.removeprefix(REACHED_ON)}"] = f"{seeds[column].notna().sum()}/{len(seeds)}"

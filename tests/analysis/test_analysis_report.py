@@ -22,6 +22,7 @@ def test_tta_table_one_row_per_run(run_dir, slower_run_dir):
     assert (first["rounds"], first["sim_time_s"], first["final_accuracy"], first["best_accuracy"]) == (
         5, 60.0, 0.79, 0.81)
     assert (first["time_s@0.8"], first["uplink_MB@0.8"], first["rounds@0.8"]) == (52.5, 0.011, 4)
+    assert first["TFLOPs@0.8"] == pytest.approx((600 + 600 + 900 + 900) / 1e12)  # rounds 1-4
     assert (second["time_s@0.8"], second["rounds@0.8"]) == (60.0, 5)
     assert pd.isna(first["time_s@0.9"]) and pd.isna(first["rounds@0.9"]) and pd.isna(first["uplink_MB@0.9"])
 
@@ -31,10 +32,10 @@ def test_format_table_shows_a_dash_where_a_target_was_not_reached(run_dir):
     header, row = text.splitlines()
     assert header.split() == ["run", "scenario", "algorithm", "rounds", "sim_time_s", "total_TFLOPs",
                               "total_uplink_MB", "final_accuracy", "best_accuracy", "last3_accuracy",
-                              "time_s@0.8", "uplink_MB@0.8", "rounds@0.8",
-                              "time_s@0.9", "uplink_MB@0.9", "rounds@0.9"]
+                              "time_s@0.8", "uplink_MB@0.8", "TFLOPs@0.8", "rounds@0.8",
+                              "time_s@0.9", "uplink_MB@0.9", "TFLOPs@0.9", "rounds@0.9"]
     assert row.split() == ["tiny/0", "tiny", "fedavg", "5", "60.0", "0.000", "0.014", "0.790", "0.810", "0.673",
-                           "52.5", "0.011", "4", "-", "-", "-"]
+                           "52.5", "0.011", "0.000", "4", "-", "-", "-", "-"]
 
 
 def test_write_report_writes_every_file_and_returns_the_table(tmp_path, run_dir, slower_run_dir):
