@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from testbed.errors import TestbedError
@@ -34,17 +35,38 @@ def _validate(args) -> None:
               f"{s.round.clients_per_round} per round)")
 
 
-def _report(args) -> None:
-    from analysis.report import MissingMetric, write_report
+@contextmanager
+def _analysis_errors():
+    """What the analysis raises about its input, as one-line errors."""
+    from analysis.compare import UnknownBaseline
+    from analysis.report import MissingMetric
 
-    out = args.out or (Path(args.runs[0]) / "plots" if len(args.runs) == 1 else Path("report"))
     try:
-        table, plots = write_report(args.runs, out, args.target, args.metric)
+        yield
     except FileNotFoundError as err:
         raise TestbedError(str(err).strip("'\"")) from None
+    except UnknownBaseline as err:
+        raise TestbedError(str(err)) from None
     except MissingMetric as err:
         raise TestbedError(f"{err} (or report on --metric accuracy)") from None
+
+
+def _report(args) -> None:
+    from analysis.report import write_report
+
+    out = args.out or (Path(args.runs[0]) / "plots" if len(args.runs) == 1 else Path("report"))
+    with _analysis_errors():
+        table, plots = write_report(args.runs, out, args.target, args.metric)
     print(table + "\n\nplots:\n" + "\n".join(f"  {p}" for p in plots))
+
+
+def _compare(args) -> None:
+    from analysis.compare import write_compare
+    from analysis.report import format_seed_table
+
+    with _analysis_errors():
+        table, written = write_compare(args.runs, args.out, args.target, args.baseline, args.metric)
+    print(format_seed_table(table) + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in written))
 
 
 def _sweep(args) -> None:
@@ -97,6 +119,17 @@ def parser() -> argparse.ArgumentParser:
                      "default) or local_accuracy (mean over devices of each one's accuracy on its own test data, "
                      "as personalized FL papers report)")
     rep.set_defaults(handler=_report)
+    cmp = sub.add_parser("compare", help="runs grouped by everything but the seed: mean±std over seeds of time, "
+                         "uplink and FLOPs to each target, speedups, and comparison plots")
+    cmp.add_argument("runs", nargs="+", help="run folders, or a sweep's folder (OUT/<scenario>, with sweep.csv)")
+    cmp.add_argument("--baseline", metavar="NAME", help="speedup against this algorithm under the same other "
+                     "settings, or against this group label")
+    cmp.add_argument("--out", type=Path, default=Path("compare"), help="folder for compare.csv and the plots "
+                     "(default: compare)")
+    cmp.add_argument("--target", type=float, action="append", help="target accuracy (repeatable)")
+    cmp.add_argument("--metric", choices=["accuracy", "local_accuracy"], default="accuracy",
+                     help="what the targets are on (see report)")
+    cmp.set_defaults(handler=_compare)
     mod = sub.add_parser("models", help="every model with its parameters and forward FLOPs per sample")
     mod.set_defaults(handler=_models)
     return top

@@ -1,0 +1,117 @@
+"""compare: runs grouped by everything but the seed, mean and spread over seeds, speedups against a baseline
+under the same conditions, and the comparison plots; every number checked by hand on the tiny runs.
+
+tiny run (conftest): accuracy 0.8 first reached in round 4 at 52.5 s, 11,000 uplink bytes, 3,000 FLOPs.
+slower: in round 5 at 60 s, 14,000 bytes, 3,900 FLOPs. faster: in round 2 at 25 s, 5,000 bytes, 1,200 FLOPs.
+"""
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.compare import compare_table, group_runs, run_folders, write_compare
+from analysis.compare_plots import participation
+from analysis.runs import load_run
+from testbed.cli import main
+
+SLOWER = {"0.81,0.7": "0.6,0.9", "0.79,0.75": "0.85,0.5"}
+FASTER = {"0.42,1.9": "0.85,0.4"}
+
+
+@pytest.fixture
+def study(tmp_path, make_run, rounds_csv):
+    """fedavg and fedlps at two heterogeneity levels; fedavg at low has two seeds."""
+    def run(algorithm, level, seed, changes=None):
+        rounds = rounds_csv
+        for old, new in (changes or {}).items():
+            rounds = rounds.replace(old, new)
+        folder = make_run(tmp_path / "runs" / f"tiny-{algorithm}-{level}" / str(seed), rounds=rounds, seed=seed,
+                          algorithm=algorithm)
+        with open(folder / "scenario.resolved.yaml", "a") as scenario:
+            scenario.write(f"fleet: {{heterogeneity: {level}}}\n")
+        return folder
+
+    return [run("fedavg", "low", 0), run("fedavg", "low", 1, SLOWER), run("fedlps", "low", 0, FASTER),
+            run("fedavg", "high", 0, SLOWER), run("fedlps", "high", 0)]
+
+
+def test_runs_that_differ_only_in_seed_form_one_group_labelled_by_what_differs(study):
+    groups, fields = group_runs([load_run(folder) for folder in study])
+    assert list(groups) == ["fedavg, heterogeneity=low", "fedlps, heterogeneity=low",
+                            "fedavg, heterogeneity=high", "fedlps, heterogeneity=high"]
+    assert [run.seed for run in groups["fedavg, heterogeneity=low"]] == [0, 1]
+    assert fields.to_dict("list") == {"algorithm": ["fedavg", "fedlps", "fedavg", "fedlps"],
+                                      "fleet.heterogeneity": ["low", "low", "high", "high"]}
+
+
+def test_mean_and_spread_over_seeds_and_speedup_against_the_same_level(study):
+    table = compare_table([load_run(folder) for folder in study], [0.8], baseline="fedavg").set_index("group")
+    low = table.loc["fedavg, heterogeneity=low"]
+    assert low["seeds"] == 2 and low["reached@0.8"] == "2/2"
+    assert low["time_s@0.8"] == pytest.approx((52.5 + 60) / 2)
+    assert low["time_s@0.8_std"] == pytest.approx(7.5 / np.sqrt(2))  # sample std of two values 7.5 apart
+    assert low["uplink_MB@0.8"] == pytest.approx((0.011 + 0.014) / 2)
+    assert low["TFLOPs@0.8"] == pytest.approx((3000 + 3900) / 2 / 1e12)
+    assert low["rounds@0.8"] == 4.5
+    # each method against fedavg at its own heterogeneity level
+    assert table["speedup@0.8"].to_dict() == pytest.approx({
+        "fedavg, heterogeneity=low": 1.0, "fedlps, heterogeneity=low": 56.25 / 25,
+        "fedavg, heterogeneity=high": 1.0, "fedlps, heterogeneity=high": 60 / 52.5})
+    assert table["fleet.heterogeneity"].tolist() == ["low", "low", "high", "high"]
+
+
+def test_a_group_label_as_baseline_sets_every_group_against_it(study):
+    table = compare_table([load_run(folder) for folder in study], [0.8], baseline="fedavg, heterogeneity=high")
+    assert table["speedup@0.8"].tolist() == pytest.approx([60 / 56.25, 60 / 25, 1.0, 60 / 52.5])
+
+
+def test_no_speedup_where_a_target_is_missed(study):
+    table = compare_table([load_run(folder) for folder in study], [0.8, 0.84], baseline="fedavg")
+    # at 0.84 only the slower runs (0.85 in round 5) and the faster one (0.85 in round 2) get there
+    assert table["reached@0.84"].tolist() == ["1/2", "1/1", "1/1", "0/1"]
+    assert table["speedup@0.84"].tolist()[:3] == pytest.approx([1.0, 60 / 25, 1.0])
+    assert np.isnan(table["speedup@0.84"].iloc[3])
+
+
+def test_participation_marks_each_device_round(run_dir):
+    cells = participation(load_run(run_dir))
+    # round 1: b dropped; round 2: b late; rounds 3-4: no events; round 5: c surplus
+    assert cells.loc["a"].tolist() == [1, 1, 0, 0, 1]
+    assert cells.loc["b"].tolist() == [4, 3, 0, 0, 1]
+    assert cells.loc["c"].tolist() == [1, 1, 0, 0, 2]
+
+
+def test_participation_leaves_out_a_server_phase(run_dir):
+    events = run_dir / "events.csv"
+    events.write_text(events.read_text() + "-1,1,server,10.0,10.5,done\n")
+    assert list(participation(load_run(run_dir)).index) == ["a", "b", "c"]
+
+
+def test_a_sweep_folder_stands_for_the_runs_its_index_lists(study, tmp_path):
+    index = tmp_path / "runs" / "sweep.csv"
+    pd.DataFrame({"folder": [str(study[0]), str(study[1]), str(tmp_path / "not_started")],
+                  "status": ["completed", "completed", "not started"]}).to_csv(index, index=False)
+    assert run_folders([tmp_path / "runs"]) == study[:2]
+
+
+def test_write_compare_writes_the_table_and_every_plot(study, tmp_path):
+    out = tmp_path / "compare"
+    table, written = write_compare(study, out, [0.8], baseline="fedavg")
+    assert {path.name for path in written} == {
+        "compare.csv", "accuracy_by_group_vs_time.png", "tta_vs_heterogeneity_0.8.png", "breakdown_by_group.png",
+        *(f"{kind}_{name}.png" for kind in ("participation", "gantt")
+          for name in ("fedavg_heterogeneity-low", "fedlps_heterogeneity-low", "fedavg_heterogeneity-high",
+                       "fedlps_heterogeneity-high"))}
+    assert all(path.read_bytes()[:4] == b"\x89PNG" for path in written if path.suffix == ".png")
+    assert pd.read_csv(out / "compare.csv")["speedup@0.8"].tolist() == pytest.approx(table["speedup@0.8"].tolist())
+
+
+def test_the_command_prints_mean_std_and_refuses_an_unknown_baseline(study, tmp_path, capsys):
+    out = tmp_path / "compare"
+    assert main(["compare", *map(str, study), "--baseline", "fedavg", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "56.2±5.3" in printed and "2.250" in printed and str(out / "compare.csv") in printed
+    assert main(["compare", *map(str, study), "--baseline", "fedsgd", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: --baseline fedsgd: no group or algorithm of that name among the runs; choose one of: "
+                   "'fedavg', 'fedlps', 'fedavg, heterogeneity=low', 'fedlps, heterogeneity=low', "
+                   "'fedavg, heterogeneity=high', 'fedlps, heterogeneity=high'\n")
