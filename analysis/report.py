@@ -111,12 +111,22 @@ def seed_table(table_or_runs: pd.DataFrame | list[Run], targets: list[float] | N
 
 def format_table(table: pd.DataFrame) -> str:
     """The table as aligned plain text: '-' where a value is missing (a target never reached)."""
-    return table.map(_cell).to_string(index=False)
+    return table_cells(table).to_string(index=False)
+
+
+def table_cells(table: pd.DataFrame) -> pd.DataFrame:
+    """The table's values as the text format_table shows."""
+    return table.map(_cell)
 
 
 def format_seed_table(table: pd.DataFrame) -> str:
     """seed_table as format_table writes tables, with each `<col>` and `<col>_std` in one cell:
     "0.962±0.004", the mean alone where there is no std (one seed, or one seed reached the target)."""
+    return seed_table_cells(table).to_string(index=False)
+
+
+def seed_table_cells(table: pd.DataFrame) -> pd.DataFrame:
+    """The columns and text of format_seed_table: `<col>_std` folded into `<col>`."""
     cells = {}
     for column in table.columns:
         if column.endswith("_std") and column.removesuffix("_std") in table:
@@ -126,7 +136,7 @@ def format_seed_table(table: pd.DataFrame) -> str:
                              for mean, std in zip(table[column], table[f"{column}_std"])]
         else:
             cells[column] = table[column].map(_cell)
-    return pd.DataFrame(cells).to_string(index=False)
+    return pd.DataFrame(cells)
 
 
 def default_targets(runs: list[Run]) -> list[float]:

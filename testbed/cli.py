@@ -52,12 +52,12 @@ def _analysis_errors():
 
 
 def _report(args) -> None:
-    from analysis.report import write_report
+    from analysis.pages import write_pages
 
     out = args.out or (Path(args.runs[0]) / "plots" if len(args.runs) == 1 else Path("report"))
     with _analysis_errors():
-        table, plots = write_report(args.runs, out, args.target, args.metric)
-    print(table + "\n\nplots:\n" + "\n".join(f"  {p}" for p in plots))
+        table, written = write_pages(args.runs, out, args.target, args.baseline, args.metric)
+    print(table + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in written))
 
 
 def _compare(args) -> None:
@@ -109,9 +109,10 @@ def parser() -> argparse.ArgumentParser:
     swp.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a field in every run")
     swp.add_argument("--quiet", action="store_true", help="no progress bars")
     swp.set_defaults(handler=_sweep)
-    rep = sub.add_parser("report", help="time-to-accuracy table and plots for run folders; a scenario's seeds "
-                         "are also averaged (mean±std)")
-    rep.add_argument("runs", nargs="+")
+    rep = sub.add_parser("report", help="time-to-accuracy tables and plots for run folders, compare's too, as "
+                         "report.html (self-contained, sortable tables) and report.md")
+    rep.add_argument("runs", nargs="+", help="run folders, or a sweep's folder (OUT/<scenario>, with sweep.csv)")
+    rep.add_argument("--baseline", metavar="NAME", help="speedups against this algorithm or group (see compare)")
     rep.add_argument("--out", type=Path, help="folder for the plots (default: RUN/plots, or report/ for several)")
     rep.add_argument("--target", type=float, action="append", help="target accuracy (repeatable)")
     rep.add_argument("--metric", choices=["accuracy", "local_accuracy"], default="accuracy",

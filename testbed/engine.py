@@ -21,6 +21,7 @@ import simpy
 import torch
 
 from testbed.algorithms.base import Arrival, Failure, RoundContext, Task, Timeline
+from testbed.checkpoint import Checkpoint
 from testbed.errors import TestbedError
 from testbed.execution import TrainJob, evaluate, score
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
@@ -96,10 +97,16 @@ def play_round(env: simpy.Environment, timelines: dict[int, Timeline], offline_a
 
 
 class Engine:
-    def __init__(self, exp: Experiment, on_round: Callable[[dict, list[dict]], None]):
+    """Plays a scenario's rounds, handing each round's rows to `on_round` and, every checkpoint.every_rounds
+    rounds and after the last, a Checkpoint to `on_checkpoint`; `start`: a checkpoint to go on from."""
+
+    def __init__(self, exp: Experiment, on_round: Callable[[dict, list[dict]], None],
+                 on_checkpoint: Callable[[Checkpoint], None] | None = None, start: Checkpoint | None = None):
         self.exp = exp
         self.cfg = exp.scenario
         self.on_round = on_round
+        self.on_checkpoint = on_checkpoint
+        self.start = start
         self.params = {n: p.detach().clone() for n, p in exp.model.named_parameters()}
         self.shapes = {n: p.shape for n, p in self.params.items()}
         self._payload_sizes: dict = {}
@@ -156,7 +163,7 @@ class Engine:
         return Timeline(bytes_down, flops, bytes_up, latency, down_Bps, up_Bps, seconds)
 
     def run(self) -> None:
-        env = simpy.Environment()
+        env = simpy.Environment(initial_time=self.start.now if self.start else 0)
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
         self.device_state = ClientStore(self.cfg.device_state.max_in_memory)
@@ -167,17 +174,17 @@ class Engine:
 
     def _rounds(self, env: simpy.Environment):
         cfg, fleet, strategy = self.cfg, self.exp.fleet, self.exp.strategy
-        state = replace(strategy.init(self.params), clients=self.device_state)
-        selection = np.random.default_rng(stream(cfg.seed, Purpose.SELECTION))
-        strategy_rng = np.random.default_rng(stream(cfg.seed, Purpose.STRATEGY))
-        for r in range(1, cfg.stop.max_rounds + 1):
+        state, selection, strategy_rng, played = self._initial()
+        if self.start and self.start.finished:
+            return
+        for r in range(played + 1, cfg.stop.max_rounds + 1):
             if cfg.stop.max_sim_time_s is not None and env.now >= cfg.stop.max_sim_time_s:
-                return
+                break
             online = np.flatnonzero(fleet.availability.online_at(env.now))
             if len(online) == 0:  # nobody to train: wait for the first device to come back
                 wake = min(fleet.availability.next_online(d, env.now) for d in range(fleet.n))
                 if math.isinf(wake):
-                    return
+                    break
                 yield env.timeout(wake - env.now)
                 online = np.flatnonzero(fleet.availability.online_at(env.now))
             t_start = env.now
@@ -195,12 +202,40 @@ class Engine:
             if evaluated:
                 record |= self._evaluate(state)
             self.on_round(record, self._event_rows(r, play, tasks))  # written before any error below
-            if evaluated and not math.isfinite(record["loss"]):
-                raise TestbedError(f"round {r}: the global model diverged (test loss {record['loss']}); "
-                                   "lower client.lr or the server learning rate")
+            self._check_finite(r, metrics.get("train_loss", 0.0), record["loss"] if evaluated else 0.0)
+            played = r
             target = cfg.stop.target_accuracy
             if cfg.stop.stop_at_target and target is not None and record.get("accuracy", 0.0) >= target:
-                return
+                break
+            if r % cfg.checkpoint.every_rounds == 0 and r < cfg.stop.max_rounds:
+                self._checkpoint(r, env, state, selection, strategy_rng, finished=False)
+        self._checkpoint(played, env, state, selection, strategy_rng, finished=True)
+
+    def _initial(self):
+        """(server state, selection stream, strategy stream, last round played): fresh, or as the checkpoint
+        left them."""
+        selection = np.random.default_rng(stream(self.cfg.seed, Purpose.SELECTION))
+        strategy_rng = np.random.default_rng(stream(self.cfg.seed, Purpose.STRATEGY))
+        if self.start is None:
+            return replace(self.exp.strategy.init(self.params), clients=self.device_state), selection, strategy_rng, 0
+        self.device_state.update(self.start.state.clients)
+        selection.bit_generator.state = self.start.selection
+        strategy_rng.bit_generator.state = self.start.strategy_rng
+        return replace(self.start.state, clients=self.device_state), selection, strategy_rng, self.start.round
+
+    def _checkpoint(self, r: int, env, state, selection, strategy_rng, finished: bool) -> None:
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(Checkpoint(r, env.now, state, selection.bit_generator.state,
+                                          strategy_rng.bit_generator.state, finished))
+
+    @staticmethod
+    def _check_finite(r: int, train_loss: float, test_loss: float) -> None:
+        """A diverged model stops the run, its rows written by now: a NaN or infinite mean training loss of the
+        arrivals (0 in a round nobody reached) or test loss (0 in a round without evaluation)."""
+        for what, value in (("training loss", train_loss), ("test loss", test_loss)):
+            if not math.isfinite(value):
+                raise TestbedError(f"round {r}: the model diverged ({what} {value}); "
+                                   "lower client.lr or the server learning rate")
 
     def _train(self, state, tasks: dict[int, Task], timelines: dict[int, Timeline], kept: list[int]) -> list[Arrival]:
         """Real training of the kept tasks only, each on the model as its codec delivered it."""

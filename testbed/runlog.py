@@ -1,9 +1,13 @@
 """The run folder: runs/<scenario>/<seed>/ with the resolved scenario, per-round and per-phase tables, the
-devices, and a summary. Rows are appended and flushed every round, so a run that fails keeps what it did."""
+devices, a summary, and a checkpoint. Each round's rows go to each table in one write, so a run that fails keeps
+what it did; at a checkpoint the tables are synced to disk and their lengths saved with it, and a resumed run
+cuts them back to those lengths (dropping a row torn by a kill, and the rounds it will play again)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,35 +15,59 @@ import pandas as pd
 import yaml
 
 from analysis.metrics import summarize
+from testbed import checkpoint as ckpt
 from testbed.data.partition import label_histograms, non_iid_degree
 
 ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
                  "bytes_up", "bytes_down", "flops", "wasted_flops", "wasted_bytes", "train_loss", "accuracy",
                  "loss", "local_accuracy", "local_accuracy_p10"]
 EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome", "ratio"]
+TABLES = {"rounds.csv": ROUND_COLUMNS, "events.csv": EVENT_COLUMNS}   # in the order of a round's rows
 
 
 def run_folder(out_root: str | Path, scenario) -> Path:
     return Path(out_root) / scenario.name / str(scenario.seed)
 
 
+def resolved(scenario) -> str:
+    """The scenario with every default filled in, as scenario.resolved.yaml holds it."""
+    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+
+
 class RunWriter:
-    def __init__(self, out_root: str | Path, exp):
+    """Writes a run folder from scratch, or, given the checkpoint a resumed run starts from, goes on with it."""
+
+    def __init__(self, out_root: str | Path, exp, resume: ckpt.Checkpoint | None = None):
         scenario = exp.scenario
         self.scenario = scenario
         self.path = run_folder(out_root, scenario)
         self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "scenario.resolved.yaml").write_text(
-            yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
+        self.resolved = resolved(scenario)
+        (self.path / "scenario.resolved.yaml").write_text(self.resolved)
         self._write_devices(exp)
-        self._rounds = self._open("rounds.csv", ROUND_COLUMNS)
-        self._events = self._open("events.csv", EVENT_COLUMNS)
+        if resume is None:
+            (self.path / ckpt.FILE).unlink(missing_ok=True)  # an older run's: it must not be resumed into this one
+        self._tables = {name: self._open(name, columns, resume) for name, columns in TABLES.items()}
 
-    def _open(self, name: str, columns: list[str]):
-        handle = open(self.path / name, "w", newline="")
-        writer = csv.DictWriter(handle, columns)
-        writer.writeheader()
-        return handle, writer
+    def _open(self, name: str, columns: list[str], resume: ckpt.Checkpoint | None):
+        """The table, unbuffered (a round's rows are one write), from its header or cut back to the checkpoint."""
+        path = self.path / name
+        if resume is None:
+            handle = open(path, "wb", buffering=0)
+            self._write(handle, [dict(zip(columns, columns))], columns)
+        else:
+            handle = open(path, "r+b", buffering=0)
+            handle.truncate(resume.tables[name])
+            handle.seek(0, os.SEEK_END)
+        return handle, columns
+
+    @staticmethod
+    def _write(handle, rows: list[dict], columns: list[str]) -> None:
+        text = io.StringIO()
+        csv.DictWriter(text, columns, lineterminator="\r\n").writerows(rows)
+        data = memoryview(text.getvalue().encode())
+        while data:  # one write call, unless the system takes less
+            data = data[handle.write(data):]
 
     def _write_devices(self, exp) -> None:
         fleet = exp.fleet
@@ -56,12 +84,19 @@ class RunWriter:
         pd.concat([table, labels], axis=1).to_csv(self.path / "devices.csv", index=False)
 
     def round(self, record: dict, events: list[dict]) -> None:
-        for (handle, writer), rows in ((self._rounds, [record]), (self._events, events)):
-            writer.writerows(rows)
-            handle.flush()
+        for (handle, columns), rows in zip(self._tables.values(), ([record], events)):
+            self._write(handle, rows, columns)
+
+    def checkpoint(self, checkpoint: ckpt.Checkpoint) -> None:
+        """Save the checkpoint with the tables' lengths, once the tables are on disk up to its round."""
+        for handle, _ in self._tables.values():
+            os.fsync(handle.fileno())
+        checkpoint.tables = {name: handle.tell() for name, (handle, _) in self._tables.items()}
+        checkpoint.scenario = self.resolved
+        ckpt.save(self.path, checkpoint)
 
     def close(self, status: str = "completed") -> dict:
-        for handle, _ in (self._rounds, self._events):
+        for handle, _ in self._tables.values():
             handle.close()
         rounds = pd.read_csv(self.path / "rounds.csv")
         target = self.scenario.stop.target_accuracy
@@ -69,5 +104,5 @@ class RunWriter:
                    "algorithm": self.scenario.algorithm.name, "status": status,
                    "target_accuracy": target, "non_iid_degree": self.non_iid_degree,
                    **summarize(rounds, [target] if target else [])}
-        (self.path / "summary.json").write_text(json.dumps(summary, indent=2))
+        ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary

@@ -10,23 +10,27 @@ from testbed import scenario as sc
 from testbed.errors import TestbedError
 
 
-def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", quiet: bool = False
-                 ) -> tuple[Path, dict]:
+def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", quiet: bool = False,
+                 resume: bool = False) -> tuple[Path, dict]:
     """Build and run `scenario` (read from `source`, named in errors) into out/<name>/<seed>/ with a progress
     bar; returns the run folder and its summary. A TestbedError in the run closes the folder as failed and
-    is raised again naming it; Ctrl-C and crashes close it as interrupted / crashed and go through."""
+    is raised again naming it; Ctrl-C and crashes close it as interrupted / crashed and go through.
+    resume: go on from the run folder's checkpoint (from round 1 where it has none)."""
     from tqdm import tqdm
 
+    from testbed import checkpoint
     from testbed.engine import Engine
-    from testbed.runlog import RunWriter
+    from testbed.runlog import RunWriter, resolved, run_folder
 
     try:
         exp = sc.build(scenario)
     except TestbedError as err:  # found while loading data: name the scenario, as validation does
         raise TestbedError(f"{source}: {err}") from None
-    writer = RunWriter(out, exp)
+    start = checkpoint.load(run_folder(out, scenario), resolved(scenario)) if resume else None
+    writer = RunWriter(out, exp, start)
     uplink = 0
-    with tqdm(total=scenario.stop.max_rounds, unit="round", desc=scenario.name, disable=quiet) as bar:
+    with tqdm(total=scenario.stop.max_rounds, initial=start.round if start else 0, unit="round",
+              desc=scenario.name, disable=quiet) as bar:
         def on_round(record: dict, events: list[dict]) -> None:
             nonlocal uplink
             writer.round(record, events)
@@ -37,7 +41,7 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
                                 f"up {uplink / 1e6:.1f}MB")
 
         try:
-            Engine(exp, on_round).run()
+            Engine(exp, on_round, writer.checkpoint, start).run()
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
             raise TestbedError(f"{err} (rounds so far kept in {writer.path})") from None

@@ -279,6 +279,12 @@ class Eval(Strict):
     max_samples: PositiveInt | None = None   # score on a fixed random subset of the test set (a slow model)
 
 
+class Checkpointing(Strict):
+    """How often the run folder gets a checkpoint that `testbed run --resume` goes on from."""
+
+    every_rounds: PositiveInt = 5   # and after the last round
+
+
 class DeviceState(Strict):
     """Where the server keeps what devices keep between rounds (moments, scores, personal models)."""
 
@@ -323,6 +329,7 @@ class Scenario(Strict):
     stop: Stop = Stop()
     eval: Eval = Eval()
     device_state: DeviceState = DeviceState()
+    checkpoint: Checkpointing = Checkpointing()
     executor: Executor = SerialExecutor()
 
     @model_validator(mode="after")

@@ -105,6 +105,12 @@ class ClientStore(MutableMapping):
         """Devices held on disk, in increasing order."""
         return sorted(self._on_disk)
 
+    def snapshot(self) -> dict[int, State]:
+        """Every device's state, by device, read without moving any between memory and disk (a checkpoint)."""
+        self._key(0)  # refuses a closed store
+        return {d: self._memory[d] if d in self._memory else torch.load(self._path(d), weights_only=False)
+                for d in self}
+
     @property
     def folder(self) -> Path | None:
         """Where spilled states go; a temporary folder is created at the first spill."""

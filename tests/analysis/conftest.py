@@ -66,6 +66,39 @@ def write_run(folder, rounds=ROUNDS, events=EVENTS, seed=0, algorithm="fedavg", 
     return folder
 
 
+SLOWER = {"0.81,0.7": "0.6,0.9", "0.79,0.75": "0.85,0.5"}  # 0.8 first reached in round 5, at 60 s
+FASTER = {"0.42,1.9": "0.85,0.4"}                          # 0.8 first reached in round 2, at 25 s
+
+
+def write_study(root):
+    """A heterogeneity study of tiny runs in root/runs: fedavg and fedlps at two levels; fedavg at low has two
+    seeds. Returns the run folders."""
+    def run(algorithm, level, seed, changes=None):
+        rounds = ROUNDS
+        for old, new in (changes or {}).items():
+            rounds = rounds.replace(old, new)
+        name = f"tiny-{algorithm}-{level}"  # as testbed sweep names them
+        folder = write_run(root / "runs" / name / str(seed), rounds=rounds, seed=seed, algorithm=algorithm,
+                           name=name)
+        with open(folder / "scenario.resolved.yaml", "a") as scenario:
+            scenario.write(f"fleet: {{heterogeneity: {level}}}\n")
+        return folder
+
+    return [run("fedavg", "low", 0), run("fedavg", "low", 1, SLOWER), run("fedlps", "low", 0, FASTER),
+            run("fedavg", "high", 0, SLOWER), run("fedlps", "high", 0)]
+
+
+@pytest.fixture
+def study(tmp_path):
+    return write_study(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def make_study():
+    """write_study, for fixtures wider than one test."""
+    return write_study
+
+
 @pytest.fixture
 def make_run():
     """write_run, for tests that need more than one run folder (tests import no helper modules)."""

@@ -1,7 +1,7 @@
 """compare: runs grouped by everything but the seed, mean and spread over seeds, speedups against a baseline
-under the same conditions, and the comparison plots; every number checked by hand on the tiny runs.
+under the same conditions, and the comparison plots; every number checked by hand on the study of conftest:
 
-tiny run (conftest): accuracy 0.8 first reached in round 4 at 52.5 s, 11,000 uplink bytes, 3,000 FLOPs.
+tiny run: accuracy 0.8 first reached in round 4 at 52.5 s, 11,000 uplink bytes, 3,000 FLOPs.
 slower: in round 5 at 60 s, 14,000 bytes, 3,900 FLOPs. faster: in round 2 at 25 s, 5,000 bytes, 1,200 FLOPs.
 """
 import numpy as np
@@ -12,27 +12,6 @@ from analysis.compare import compare_table, group_runs, run_folders, write_compa
 from analysis.compare_plots import participation
 from analysis.runs import load_run
 from testbed.cli import main
-
-SLOWER = {"0.81,0.7": "0.6,0.9", "0.79,0.75": "0.85,0.5"}
-FASTER = {"0.42,1.9": "0.85,0.4"}
-
-
-@pytest.fixture
-def study(tmp_path, make_run, rounds_csv):
-    """fedavg and fedlps at two heterogeneity levels; fedavg at low has two seeds."""
-    def run(algorithm, level, seed, changes=None):
-        rounds = rounds_csv
-        for old, new in (changes or {}).items():
-            rounds = rounds.replace(old, new)
-        folder = make_run(tmp_path / "runs" / f"tiny-{algorithm}-{level}" / str(seed), rounds=rounds, seed=seed,
-                          algorithm=algorithm)
-        with open(folder / "scenario.resolved.yaml", "a") as scenario:
-            scenario.write(f"fleet: {{heterogeneity: {level}}}\n")
-        return folder
-
-    return [run("fedavg", "low", 0), run("fedavg", "low", 1, SLOWER), run("fedlps", "low", 0, FASTER),
-            run("fedavg", "high", 0, SLOWER), run("fedlps", "high", 0)]
-
 
 def test_runs_that_differ_only_in_seed_form_one_group_labelled_by_what_differs(study):
     groups, fields = group_runs([load_run(folder) for folder in study])

@@ -179,3 +179,16 @@ def test_spilled_devices_are_not_held_in_memory():
 def test_rejects_a_bad_capacity(bad):
     with pytest.raises(ValueError, match="max_in_memory"):
         ClientStore(max_in_memory=bad)
+
+
+def test_snapshot_reads_every_state_and_moves_none():
+    with ClientStore(max_in_memory=2) as store:
+        for d in (3, 1, 2):
+            store[d] = state(d)
+        memory, spilled = store.in_memory, store.spilled
+        assert memory == [1, 2] and spilled == [3]
+        snapshot = store.snapshot()
+        assert list(snapshot) == [1, 2, 3] and all(same(snapshot[d], state(d)) for d in (1, 2, 3))
+        assert store.in_memory == memory and store.spilled == spilled
+    with pytest.raises(ValueError, match="closed"):
+        store.snapshot()

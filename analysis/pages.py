@@ -1,0 +1,157 @@
+"""The report as pages a researcher can publish: report.html, one self-contained file (figures embedded as
+base64 PNG, tables sortable by a small inline script, nothing fetched), and report.md, the same tables in
+markdown with the figures beside it as image links.
+
+Sorting: click a column header (again: descending); or open the page as report.html#sort=COLUMN
+(#sort=-COLUMN: descending), which sorts every table with that column on load. Missing values sort last.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.compare import run_folders, write_compare
+from analysis.report import DEFAULT_METRIC, METRIC_NOTES, seed_table_cells, table_cells, write_report
+
+HTML_PAGE, MARKDOWN_PAGE = "report.html", "report.md"
+COMPARE_NOTE = ("groups: runs that differ only in seed; mean±std over a group's seeds (sample std); "
+                "time_s/uplink_MB/TFLOPs/rounds@target: over only the seeds that reached it, reached@target of them; "
+                "speedup@target: the baseline's mean time to it over the group's")
+
+SORT_SCRIPT = """
+function sortTable(table, column, descending) {
+  const body = table.tBodies[0];
+  const value = row => {
+    const text = row.cells[column].dataset.sort;
+    return text === "" ? null : (isNaN(Number(text)) ? text : Number(text));
+  };
+  const rows = Array.from(body.rows).sort((a, b) => {
+    const x = value(a), y = value(b);
+    if (x === null || y === null) return (x === null) - (y === null);  // missing last, either way
+    const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+    return descending ? -order : order;
+  });
+  rows.forEach(row => body.appendChild(row));
+  Array.from(table.tHead.rows[0].cells).forEach((th, i) =>
+    th.setAttribute("aria-sort", i === column ? (descending ? "descending" : "ascending") : "none"));
+}
+function sortByName(name, descending) {
+  document.querySelectorAll("table.sortable").forEach(table => {
+    const column = Array.from(table.tHead.rows[0].cells).findIndex(th => th.textContent === name);
+    if (column >= 0) sortTable(table, column, descending);
+  });
+}
+function sortFromHash() {
+  const match = decodeURIComponent(location.hash).match(/^#sort=(-?)(.+)$/);
+  if (match) sortByName(match[2], match[1] === "-");
+}
+document.querySelectorAll("table.sortable th").forEach(th => th.addEventListener("click", () => {
+  const descending = th.getAttribute("aria-sort") === "ascending";
+  history.replaceState(null, "", "#sort=" + (descending ? "-" : "") + encodeURIComponent(th.textContent));
+  sortByName(th.textContent, descending);
+}));
+window.addEventListener("hashchange", sortFromHash);
+sortFromHash();
+"""
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; white-space: nowrap; }
+th { background: #f2f2f2; cursor: pointer; user-select: none; }
+th[aria-sort=ascending]::after { content: " \\25B2"; } th[aria-sort=descending]::after { content: " \\25BC"; }
+td:first-child, th:first-child { text-align: left; }
+tbody tr:nth-child(even) { background: #fafafa; }
+.scroll { overflow-x: auto; }
+figure { display: inline-block; margin: 0.5em; vertical-align: top; max-width: 47%; } img { max-width: 100%; }
+figcaption, .note { color: #555; font-size: 0.85em; }
+"""
+
+SECTIONS = {  # figure file names by their first word, in page order
+    "Accuracy": ("accuracy", "local"),
+    "Comparison of groups": ("tta", "breakdown_by_group", "participation"),
+    "Per run": ("gantt", "breakdown"),
+}
+
+
+def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,
+                metric: str = DEFAULT_METRIC) -> tuple[str, list[Path]]:
+    """write_report and write_compare (without its Gantt timelines, which write_report draws per run) into
+    out_dir, then report.html and report.md of their tables and figures. A sweep's folder stands for its
+    runs. Returns write_report's text and every path written."""
+    folders = run_folders(run_dirs)
+    compared, compare_files = write_compare(folders, out_dir, targets, baseline, metric, timelines=False)
+    text, report_files = write_report(folders, out_dir, targets, metric)
+    per_run = pd.read_csv(next(p for p in report_files
+                               if p.suffix == ".csv" and p.name.startswith("tta") and "by_scenario" not in p.name))
+    written = report_files + compare_files
+    tables = {"Groups (mean ± std over seeds)": (seed_table_cells(compared), compared, COMPARE_NOTE),
+              "Runs": (table_cells(per_run), per_run, METRIC_NOTES.get(metric, ""))}
+    figures = sorted({p for p in written if p.suffix == ".png"}, key=lambda p: p.name)
+    title = f"Report: {len(folders)} runs of {', '.join(dict.fromkeys(str(n) for n in per_run['scenario']))}"
+    out_dir = Path(out_dir)
+    (out_dir / HTML_PAGE).write_text(render_html(title, tables, figures, folders))
+    (out_dir / MARKDOWN_PAGE).write_text(render_markdown(title, tables, figures))
+    return text, written + [out_dir / HTML_PAGE, out_dir / MARKDOWN_PAGE]
+
+
+def render_html(title: str, tables: dict, figures: list[Path], folders: list[Path]) -> str:
+    parts = [f"<h1>{html.escape(title)}</h1>"]
+    for heading, (cells, values, note) in tables.items():
+        parts += [f"<h2>{html.escape(heading)}</h2>", f'<p class="note">{html.escape(note)}</p>' if note else "",
+                  f'<div class="scroll">{_html_table(cells, values)}</div>']
+    for heading, figures_here in _sections(figures).items():
+        parts.append(f"<h2>{html.escape(heading)}</h2>")
+        parts += [f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,'
+                  f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{html.escape(p.name)}</figcaption>'
+                  "</figure>" for p in figures_here]
+    parts.append('<p class="note">Run folders: ' + ", ".join(html.escape(str(f)) for f in folders) + "</p>")
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+            + "\n".join(parts) + f"\n<script>{SORT_SCRIPT}</script>\n</body></html>\n")
+
+
+def render_markdown(title: str, tables: dict, figures: list[Path]) -> str:
+    parts = [f"# {title}"]
+    for heading, (cells, _, note) in tables.items():
+        parts += [f"## {heading}", *([note] if note else []), _markdown_table(cells)]
+    for heading, figures_here in _sections(figures).items():
+        parts += [f"## {heading}", "\n".join(f"![{p.stem}]({p.name})" for p in figures_here)]
+    return "\n\n".join(parts) + "\n"
+
+
+def _markdown_table(cells: pd.DataFrame) -> str:
+    """A pipe table (GitHub's markdown); '|' inside a cell escaped."""
+    def line(values):
+        return "| " + " | ".join(str(v).replace("|", "\\|") for v in values) + " |"
+
+    return "\n".join([line(cells.columns), line(["---"] * len(cells.columns)),
+                      *(line(row) for row in cells.itertuples(index=False))])
+
+
+def _html_table(cells: pd.DataFrame, values: pd.DataFrame) -> str:
+    """cells as shown, each with its value to sort on (the number, or the mean of a mean±std cell)."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cells.columns)
+    rows = []
+    for i in range(len(cells)):
+        row = "".join(f'<td data-sort="{html.escape(_sort_key(values[c].iloc[i]))}">'
+                      f"{html.escape(str(cells[c].iloc[i]))}</td>" for c in cells.columns)
+        rows.append(f"<tr>{row}</tr>")
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _sort_key(value) -> str:
+    return "" if pd.isna(value) else str(value)
+
+
+def _sections(figures: list[Path]) -> dict[str, list[Path]]:
+    """The figures by SECTIONS, each under the first section whose prefix its name starts with."""
+    sections: dict[str, list[Path]] = {heading: [] for heading in SECTIONS}
+    for figure in figures:
+        heading = next((h for h, prefixes in SECTIONS.items() if figure.name.startswith(prefixes)), "Per run")
+        sections[heading].append(figure)
+    return {heading: found for heading, found in sections.items() if found}

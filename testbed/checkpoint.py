@@ -1,0 +1,87 @@
+"""Checkpoints: what a run needs to go on after a crash, written atomically into its run folder.
+
+A checkpoint holds the end of a round: the server state (model, optimizer moments, and every device's kept state,
+read out of the client store), the bit-generator states of the selection and strategy streams, the simulated
+clock, the round, whether the run has finished, and the byte lengths the tables had once that round's rows were
+in. Everything else a run carries from round to round is a function of the seed and the round (the fleet's
+availability and capability tiers, each device's training stream), so it needs no saving. `--resume` cuts the
+tables back to those lengths, which drops a torn row and the rows of rounds after the checkpoint, and plays on
+from the next round: the tables end exactly as those of a run never stopped.
+"""
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from testbed.algorithms.base import ServerState
+from testbed.errors import TestbedError
+from testbed.store import ClientStore
+
+FILE = "checkpoint.pt"
+
+
+@dataclass
+class Checkpoint:
+    round: int                      # the last round played
+    now: float                      # the simulated clock at its end
+    state: ServerState              # clients as a plain dict {device: state}
+    selection: dict                 # numpy bit_generator.state of the selection stream
+    strategy_rng: dict              # ... and of the strategy's own stream
+    finished: bool = False          # the run stopped after this round (rounds, time or target reached)
+    tables: dict[str, int] = field(default_factory=dict)   # table file -> its byte length at this round
+    scenario: str = ""              # the resolved scenario (YAML) the checkpoint belongs to
+
+
+def plain_clients(clients: MutableMapping[int, dict]) -> dict[int, dict]:
+    """Every device's kept state as a dict, read without moving states between memory and disk."""
+    return clients.snapshot() if isinstance(clients, ClientStore) else dict(clients)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` by `data` all at once: a crash leaves the old file or the new one, never half of one."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+    sync_folder(path.parent)
+
+
+def sync_folder(folder: Path) -> None:
+    """fsync a folder, so that a rename or a new file in it survives a power cut."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save(folder: Path, checkpoint: Checkpoint) -> None:
+    state = checkpoint.state
+    plain = ServerState(state.params, state.optimizer, plain_clients(state.clients))
+    buffer = io.BytesIO()
+    torch.save({**vars(checkpoint), "state": plain}, buffer)
+    write_atomically(Path(folder) / FILE, buffer.getvalue())
+
+
+def load(folder: Path, scenario: str) -> Checkpoint | None:
+    """The run folder's checkpoint, or None where it has none; refused when it belongs to another scenario."""
+    path = Path(folder) / FILE
+    if not path.exists():
+        return None
+    try:
+        fields = torch.load(path, weights_only=False)  # our own file, written by save()
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
+        raise TestbedError(f"{path}: unreadable checkpoint ({type(err).__name__}); run without --resume "
+                           "to start over") from None
+    checkpoint = Checkpoint(**fields)
+    if checkpoint.scenario != scenario:
+        raise TestbedError(f"{path}: the checkpoint belongs to another version of this scenario (a field or "
+                           "--set differs); resume with the same file and --set, or run without --resume")
+    return checkpoint
