@@ -1,5 +1,6 @@
 """`testbed sweep`: every combination of a grid of scenario fields, run one after another through the scenario's
-executor, each into its own folder, skipping combinations already completed, with an index of the runs.
+executor, each into its own folder, skipping combinations already completed and resuming the others from their
+checkpoint (`testbed run --resume`), with an index of the runs.
 
 Layout: `<out>/<scenario>/sweep.csv` (the index: one row per combination with its grid values, folder and
 status) and one run folder per combination, `<out>/<scenario>/<scenario>-<values>/<seed>/`, its scenario
@@ -26,7 +27,7 @@ from testbed.runner import run_scenario
 
 ALIASES = {"algorithm": "algorithm.name"}   # --grid algorithm=[...] sets the algorithm's name
 INDEX = "sweep.csv"
-COMPLETED = "completed"
+COMPLETED, NOT_STARTED = "completed", "not started"
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Combination:
     def status(self) -> str:
         """summary.json's status; 'not started' without one."""
         summary = self.folder / "summary.json"
-        return json.loads(summary.read_text()).get("status", "unknown") if summary.is_file() else "not started"
+        return json.loads(summary.read_text()).get("status", "unknown") if summary.is_file() else NOT_STARTED
 
 
 def parse_grid(items: list[str]) -> dict[str, list]:
@@ -129,8 +130,9 @@ def write_index(combinations: list[Combination], path: Path) -> pd.DataFrame:
 
 def sweep(file: str, grid_items: list[str], sets: list[str] = (), out: str | Path = "runs",
           quiet: bool = False) -> Path:
-    """Run every combination not yet completed, then print the index. The index is rewritten after each
-    run, so that it tells where a stopped sweep was. Returns its path; raises TestbedError at the end when
+    """Run every combination not yet completed, from its checkpoint where a run stopped (from round 1 where it
+    has none), then print the index. The index is rewritten after each run, so that it tells where a stopped
+    sweep was. Returns its path; raises TestbedError at the end when
     some runs did not complete (their folders keep what they did)."""
     root, combinations = plan(file, parse_grid(grid_items), sets, out)
     index_path = root / INDEX
@@ -140,9 +142,11 @@ def sweep(file: str, grid_items: list[str], sets: list[str] = (), out: str | Pat
         if combo.status == COMPLETED:
             print(f"[{n}/{len(combinations)}] {where}: completed before, skipped ({combo.folder})")
             continue
-        print(f"[{n}/{len(combinations)}] {where}: running into {combo.folder}", flush=True)
+        before = combo.status
+        doing = "running into" if before == NOT_STARTED else f"resuming ({before.split(':')[0]}) in"
+        print(f"[{n}/{len(combinations)}] {where}: {doing} {combo.folder}", flush=True)
         try:
-            run_scenario(combo.scenario, f"{file} ({where})", root, quiet)
+            run_scenario(combo.scenario, f"{file} ({where})", root, quiet, resume=True)
         except TestbedError as err:  # the run's folder says so; the other combinations still run
             print(f"  {err}", file=sys.stderr)
         finally:

@@ -46,11 +46,12 @@ def test_every_combination_runs_once_into_its_own_folder(tiny_file, tmp_path, ca
     assert printed.count(": running into ") == 8 and f"index: {out / 'tiny' / 'sweep.csv'}" in printed
 
 
-def test_a_second_sweep_skips_completed_runs_and_reruns_the_others(tiny_file, tmp_path, capsys):
+def test_a_second_sweep_skips_completed_runs_and_resumes_the_others(tiny_file, tmp_path, capsys):
     out = tmp_path / "runs"
     assert _sweep(tiny_file, out) == 0
     folders = pd.read_csv(out / "tiny" / "sweep.csv")["folder"]
     stamps = {f: (out / f / "rounds.csv").stat().st_mtime_ns for f in folders}
+    tables = (out / folders[3] / "rounds.csv").read_bytes()
     interrupted = out / folders[3] / "summary.json"
     summary = json.loads(interrupted.read_text())
     interrupted.write_text(json.dumps({**summary, "status": "interrupted"}))
@@ -58,11 +59,39 @@ def test_a_second_sweep_skips_completed_runs_and_reruns_the_others(tiny_file, tm
 
     assert _sweep(tiny_file, out) == 0
     printed = capsys.readouterr().out
-    assert printed.count("completed before, skipped") == 7 and printed.count(": running into ") == 1
-    assert f": running into {folders[3]}" in printed
-    changed = [f for f in folders if (out / f / "rounds.csv").stat().st_mtime_ns != stamps[f]]
-    assert changed == [folders[3]]
+    assert printed.count("completed before, skipped") == 7 and printed.count(": resuming (interrupted) in ") == 1
+    assert f": resuming (interrupted) in {folders[3]}" in printed and ": running into" not in printed
+    unchanged = [f for f in folders if (out / f / "rounds.csv").stat().st_mtime_ns == stamps[f]]
+    assert set(folders) - set(unchanged) <= {folders[3]}  # skipped runs are not touched
+    assert (out / folders[3] / "rounds.csv").read_bytes() == tables  # resumed from its last checkpoint
     assert (pd.read_csv(out / "tiny" / "sweep.csv")["status"] == "completed").all()
+
+
+def test_a_crashed_sweep_goes_on_from_the_checkpoint_to_the_tables_of_an_unbroken_one(tiny_file, tmp_path,
+                                                                                      monkeypatch):
+    from testbed.algorithms.fedavg import FedAvg
+
+    grid = ["--grid", "seed=[0,1]", "--set", "stop.max_rounds=4", "--set", "checkpoint.every_rounds=2"]
+    assert main(["sweep", str(tiny_file), *grid, "--out", str(tmp_path / "unbroken"), "--quiet"]) == 0
+    calls, aggregate = {"n": 0}, FedAvg.aggregate
+
+    def crash_in_round_seven(self, *args):  # seed 1's third round: its checkpoint is after round 2
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise RuntimeError("power cut")
+        return aggregate(self, *args)
+
+    monkeypatch.setattr(FedAvg, "aggregate", crash_in_round_seven)
+    with pytest.raises(RuntimeError, match="power cut"):
+        main(["sweep", str(tiny_file), *grid, "--out", str(tmp_path / "crashed"), "--quiet"])
+    index = pd.read_csv(tmp_path / "crashed/tiny/sweep.csv")
+    assert index["status"].tolist() == ["completed", "crashed: RuntimeError: power cut"]
+    monkeypatch.setattr(FedAvg, "aggregate", aggregate)
+    assert main(["sweep", str(tiny_file), *grid, "--out", str(tmp_path / "crashed"), "--quiet"]) == 0
+    for seed in ("0", "1"):
+        for table in ("rounds.csv", "events.csv"):
+            assert ((tmp_path / "crashed/tiny/tiny" / seed / table).read_bytes()
+                    == (tmp_path / "unbroken/tiny/tiny" / seed / table).read_bytes())
 
 
 def test_a_failing_combination_leaves_the_others_running_and_exits_2(tiny_file, tmp_path, capsys):
