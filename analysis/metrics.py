@@ -103,6 +103,7 @@ def summarize(rounds: pd.DataFrame, targets: list[float] = ()) -> dict:
         "bytes_down_total": total("bytes_down"),
         "flops_total": total("flops"),
         "wasted_flops_total": total("wasted_flops"),
+        "server_flops_total": total("server_flops") if "server_flops" in rounds else 0,
         "wasted_bytes_total": total("wasted_bytes"),
         "dropped_total": total("dropped"),
         "late_total": total("late"),
@@ -124,6 +125,11 @@ def phase_seconds(events: pd.DataFrame) -> pd.Series:
     return events["end_s"] - events["start_s"]
 
 
+def device_phases(events: pd.DataFrame) -> pd.DataFrame:
+    """The devices' rows of events.csv, without the server's own work (phase "server")."""
+    return events[events["phase"].isin(PHASES)]
+
+
 def unused_work(events: pd.DataFrame) -> pd.Series:
     """True for every phase of a device-round whose update the server did not use: one cut phase
     (dropped, late, surplus) wastes the download and compute that led up to it as well."""
@@ -136,6 +142,7 @@ def time_breakdown(events: pd.DataFrame) -> pd.DataFrame:
     (all phases of device-rounds whose update was not used), rounds taken part in, and how many of
     those rounds ended dropped / late / surplus. This is the "why": who straggled, dropped, or
     spent its time communicating."""
+    events = device_phases(events)
     seconds = phase_seconds(events)
     per_phase = seconds.groupby([events["device"], events["phase"]]).sum().unstack("phase")
     table = per_phase.reindex(columns=list(PHASES)).fillna(0.0)
@@ -156,6 +163,7 @@ def round_breakdown(rounds: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     compute_s / communication_s: phases whose update was used; wasted_s: every phase of a device-round
     that was dropped, late or surplus; idle_s: selected devices x round length minus all of the above
     (waiting for the round to end, or offline), floored at zero."""
+    events = device_phases(events)
     seconds = phase_seconds(events)
     kind = np.where(unused_work(events), "wasted_s",
                     np.where(events["phase"] == "compute", "compute_s", "communication_s"))

@@ -35,6 +35,7 @@ PHASE_STYLES = {
     "download": {"facecolor": "tab:blue"},
     "compute": {"facecolor": "tab:orange"},
     "upload": {"facecolor": "tab:green"},
+    "server": {"facecolor": "tab:purple"},  # the server's own work, on row -1 (FedDU's steps, FedAP's pruning)
 }
 # A cut phase is drawn in its outcome's style, whatever the phase: the cut is what the reader looks for.
 CUT_STYLES = {

@@ -20,6 +20,7 @@ import numpy as np
 import simpy
 import torch
 
+import devices
 from testbed.algorithms.base import Arrival, Failure, RoundContext, Task, Timeline
 from testbed.checkpoint import Checkpoint
 from testbed.errors import TestbedError
@@ -30,6 +31,7 @@ from testbed.scenario import Experiment, Purpose, stream
 from testbed.store import ClientStore
 
 PHASES = ("download", "compute", "upload")
+SERVER = -1  # the device column of the server's own work in events.csv (phase "server")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ class Engine:
         self.start = start
         self.params = {n: p.detach().clone() for n, p in exp.model.named_parameters()}
         self.shapes = {n: p.shape for n, p in self.params.items()}
+        server = devices.get_profile(self.cfg.server.profile)
+        self.server_flops_per_s = server.peak_flops * server.efficiency
         self._payload_sizes: dict = {}
         self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self.num_samples = exp.clients.num_samples
@@ -197,11 +201,15 @@ class Engine:
                                                 cfg.round.deadline_s))
             state, metrics = strategy.aggregate(state, r, self._train(state, tasks, timelines, play.kept),
                                                 [Failure(d, why) for d, why in sorted(play.cut.items())])
+            server_flops = int(metrics.pop("server_flops", 0))
+            server_rows = yield from self._server_work(env, r, server_flops)
             record = self._record(r, t_start, len(online), tasks, timelines, play, metrics)
+            record |= {"t_end_s": env.now, "server_flops": server_flops}  # tables: files a strategy writes once
+            record |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # (FedAP's pruning rates)
             evaluated = r % cfg.eval.every_rounds == 0 or r == cfg.stop.max_rounds
             if evaluated:
                 record |= self._evaluate(state)
-            self.on_round(record, self._event_rows(r, play, tasks))  # written before any error below
+            self.on_round(record, self._event_rows(r, play, tasks) + server_rows)  # written before any error below
             self._check_finite(r, metrics.get("train_loss", 0.0), record["loss"] if evaluated else 0.0)
             played = r
             target = cfg.stop.target_accuracy
@@ -236,6 +244,16 @@ class Engine:
             if not math.isfinite(value):
                 raise TestbedError(f"round {r}: the model diverged ({what} {value}); "
                                    "lower client.lr or the server learning rate")
+
+    def _server_work(self, env: simpy.Environment, r: int, flops: int):
+        """The server's own compute after aggregating (a strategy's metrics["server_flops"]: FedDU's steps on its
+        data, FedAP's pruning), on the server profile's clock before the next round: its event rows."""
+        if not flops:
+            return []
+        start = env.now
+        yield env.timeout(compute_seconds(flops, self.server_flops_per_s))
+        return [{"device": SERVER, "round": r, "phase": "server", "start_s": start, "end_s": env.now,
+                 "outcome": "done", "ratio": math.nan}]
 
     def _train(self, state, tasks: dict[int, Task], timelines: dict[int, Timeline], kept: list[int]) -> list[Arrival]:
         """Real training of the kept tasks only, each on the model as its codec delivered it."""

@@ -19,8 +19,8 @@ from testbed import checkpoint as ckpt
 from testbed.data.partition import label_histograms, non_iid_degree
 
 ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
-                 "bytes_up", "bytes_down", "flops", "wasted_flops", "wasted_bytes", "train_loss", "accuracy",
-                 "loss", "local_accuracy", "local_accuracy_p10"]
+                 "bytes_up", "bytes_down", "flops", "wasted_flops", "wasted_bytes", "server_flops", "train_loss",
+                 "accuracy", "loss", "local_accuracy", "local_accuracy_p10"]
 EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome", "ratio"]
 TABLES = {"rounds.csv": ROUND_COLUMNS, "events.csv": EVENT_COLUMNS}   # in the order of a round's rows
 
@@ -82,8 +82,13 @@ class RunWriter:
         table["js_divergence"] = per_device
         labels = pd.DataFrame(histograms, columns=[f"label_{c}" for c in range(exp.dataset.num_classes)])
         pd.concat([table, labels], axis=1).to_csv(self.path / "devices.csv", index=False)
+        shared = getattr(exp, "shared", None)
+        self.server_data = {} if shared is None else {"server_samples": shared.size,
+                                                      "server_non_iid_degree": shared.non_iid_degree}
 
     def round(self, record: dict, events: list[dict]) -> None:
+        for name, rows in record.pop("tables", {}).items():  # a strategy's tables, e.g. FedAP's pruning.csv
+            pd.DataFrame(rows).to_csv(self.path / name, index=False)
         for (handle, columns), rows in zip(self._tables.values(), ([record], events)):
             self._write(handle, rows, columns)
 
@@ -102,7 +107,7 @@ class RunWriter:
         target = self.scenario.stop.target_accuracy
         summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
                    "algorithm": self.scenario.algorithm.name, "status": status,
-                   "target_accuracy": target, "non_iid_degree": self.non_iid_degree,
+                   "target_accuracy": target, "non_iid_degree": self.non_iid_degree, **self.server_data,
                    **summarize(rounds, [target] if target else [])}
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -21,6 +21,8 @@ from pydantic import (BaseModel, Field, NonNegativeFloat, NonNegativeInt, Positi
 import devices
 from testbed.data import DATASETS, PARTITIONERS, Dataset
 from testbed.data.clients import ClientData, assign
+from testbed.data.partition import label_histograms
+from testbed.data.server import SharedData, carve, share_with_devices
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
 from testbed.local import LocalSGD
@@ -155,6 +157,13 @@ class Fleet(Strict):
         return [g.spec(kept) for g in self.groups]
 
 
+class Server(Strict):
+    """The server's hardware: its own work (FedDU's steps on its data, FedAP's pruning) is charged to it on the
+    simulated clock."""
+
+    profile: registered("device profile", devices.CATALOG) = "server_a100"
+
+
 # ---- data, model, training -----------------------------------------------------------------------------
 class IID(Strict):
     kind: Literal["iid"] = "iid"
@@ -192,6 +201,15 @@ class ClientSplit(Strict):
         return self
 
 
+class ServerData(Strict):
+    """A labelled dataset on the server, carved from the training pool before the devices are partitioned
+    (FedDUMAP, Data-sharing, Hybrid-FL): `fraction` of the device data, in equal counts over `classes` random
+    classes (the paper's default: 5 of 10, non-IID degree 0.31)."""
+
+    fraction: Annotated[float, Field(gt=0, le=1)] = 0.1
+    classes: PositiveInt = 5
+
+
 class Data(Strict):
     name: registered("dataset", DATASETS)
     root: Path | None = None                        # folder of an on-disk dataset, relative to the scenario
@@ -199,6 +217,7 @@ class Data(Strict):
     partition: Partition = IID()
     min_samples_per_client: PositiveInt = 1
     client_split: ClientSplit = ClientSplit()
+    server: ServerData | None = None
 
     @field_validator("root")
     @classmethod
@@ -322,6 +341,7 @@ class Scenario(Strict):
     data: Data
     model: Model
     fleet: Fleet
+    server: Server = Server()
     round: Round
     client: Client
     algorithm: Algorithm
@@ -337,6 +357,13 @@ class Scenario(Strict):
         if getattr(self.algorithm, "NEEDS_LOCAL_STEPS", False) and self.client.local_steps is None:
             raise ValueError(f"client.local_steps: {self.algorithm.name} counts its local steps (FedLion's uplink "
                              "packs sums of E signs); set client.local_steps, e.g. 10")
+        return self
+
+    @model_validator(mode="after")
+    def _server_data_where_used(self):
+        if getattr(self.algorithm, "NEEDS_SERVER_DATA", False) and self.data.server is None:
+            raise ValueError(f"data.server: {self.algorithm.name} trains on the server's own data; add "
+                             "data.server, e.g. {fraction: 0.1, classes: 5}")
         return self
 
     @model_validator(mode="after")
@@ -448,7 +475,7 @@ def describe(err: ValidationError) -> str:
 class Purpose:
     """Independent random streams, one per purpose, spawned from the scenario seed."""
 
-    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION, CLIENT_SPLIT, EVALUATION, STRATEGY = range(8)
+    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION, CLIENT_SPLIT, EVALUATION, STRATEGY, SERVER_DATA = range(9)
 
 
 def stream(seed: int, *key: int) -> np.random.SeedSequence:
@@ -464,33 +491,59 @@ class Experiment:
     fleet: Any
     strategy: Any
     executor: Any
+    shared: SharedData | None = None   # the server's own data (data.server)
 
 
 def build(scenario: Scenario) -> Experiment:
     seed = scenario.seed
     dataset = scenario.data.load()
     fleet = devices.Fleet.build(scenario.fleet.specs(), stream(seed, Purpose.FLEET))
+    labels = dataset.train_y.numpy()
+    server, pool = _server_data(scenario, labels, dataset.num_classes)
     partition = scenario.data.partition
     params = partition.model_dump(exclude={"kind"})
     if partition.kind == "natural":
         if dataset.train_clients is None:
             raise TestbedError(f"data.partition: dataset '{dataset.name}' has no natural clients; "
                                "use iid, dirichlet or shards")
-        params["clients"] = dataset.train_clients
+        params["clients"] = dataset.train_clients[pool]
     try:
-        parts = PARTITIONERS[partition.kind](dataset.train_y.numpy(), fleet.n,
+        parts = PARTITIONERS[partition.kind](labels[pool], fleet.n,
                                              np.random.default_rng(stream(seed, Purpose.PARTITION)),
                                              min_samples=scenario.data.min_samples_per_client, **params)
     except ValueError as err:
         raise TestbedError(f"data.partition: {err}") from None
+    parts = [pool[p] for p in parts]  # back to indices of the training set
     split = scenario.data.client_split
     clients = assign(dataset, parts, np.random.default_rng(stream(seed, Purpose.CLIENT_SPLIT)),
                      split.validation_fraction, split.test_fraction, natural=partition.kind == "natural")
+    shared = None if server is None else SharedData(
+        dataset.train_x[torch.from_numpy(server)], dataset.train_y[torch.from_numpy(server)],
+        np.bincount(labels[server], minlength=dataset.num_classes),
+        label_histograms(labels, clients.train, dataset.num_classes), seed, dataset.train_x, dataset.train_y,
+        tuple(clients.train))
+    share_fraction = getattr(scenario.algorithm, "share_fraction", None)  # Data-sharing: devices get server samples
+    if share_fraction is not None:
+        count = round(share_fraction * int(clients.num_samples.sum()))
+        clients = replace(clients, train=share_with_devices(
+            clients.train, server, count, np.random.default_rng(stream(seed, Purpose.SERVER_DATA, 1))))
     torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
     model = MODELS[scenario.model.name](dataset.sample_shape, dataset.num_classes, scenario.model.width)
     client = LocalSGD(**scenario.client.model_dump())
     strategy = scenario.algorithm.strategy(Build(
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
-        scenario.round.clients_per_round, fleet.n, SubmodelCosts(model, dataset.train_x[:1])))
+        scenario.round.clients_per_round, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared))
     executor = EXECUTORS[scenario.executor.kind](model, dataset, **scenario.executor.model_dump(exclude={"kind"}))
-    return Experiment(scenario, dataset, clients, model, fleet, strategy, executor)
+    return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, shared)
+
+
+def _server_data(scenario: Scenario, labels: np.ndarray, num_classes: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """The server's indices (None without data.server) and the pool of indices left for the devices."""
+    wanted = scenario.data.server
+    if wanted is None:
+        return None, np.arange(len(labels))
+    try:
+        return carve(labels, num_classes, wanted.fraction, wanted.classes,
+                     np.random.default_rng(stream(scenario.seed, Purpose.SERVER_DATA)))
+    except ValueError as err:
+        raise TestbedError(f"data.server.{err}") from None
