@@ -8,7 +8,7 @@ from helpers import ROOT, write_yaml
 
 from testbed.cli import main
 
-SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted((ROOT / "scenarios").rglob("*.yaml"))  # the studies too
 
 
 def _bad(two_devices, mutate):
