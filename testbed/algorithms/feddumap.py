@@ -34,8 +34,7 @@ from testbed.algorithms import fedap
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
                                      select_uniform, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
-from testbed.algorithms.hessian import HVP_FORWARDS
-from testbed.algorithms.server_side import hessian_rates, server_accuracy, server_sgd
+from testbed.algorithms.server_side import estimated_rate, server_accuracy, server_sgd
 from testbed.data.partition import js_divergence
 from testbed.data.server import SharedData
 from testbed.flops import training_flops
@@ -43,7 +42,7 @@ from testbed.local import LocalSGD
 from testbed.payload import Dense, UnitMasked
 from testbed.submodel import SubmodelCosts, entry_masks
 
-SERVER_SGD, LANCZOS = 0, 1  # purposes of the server's streams
+SERVER_SGD = 0  # the purpose of the server's stream for its SGD (server_side.LANCZOS: its Hessian estimates)
 
 
 @dataclass(frozen=True)
@@ -142,13 +141,16 @@ class FedDUMAP:
 
     def _prune(self, params: Params, optimizer: dict, arrivals: list[Arrival]):
         """FedAP / HRank / IMC at T_p: (params, optimizer with the masks, FLOPs, {file: rows})."""
-        model, forward, flops = self.costs.model, self._forward_flops(optimizer), 0
+        model, forward, flops, tables = self.costs.model, self._forward_flops(optimizer), 0, {}
         convs = fedap.conv_weights(model)
-        tables = {}
         if self.prune == "uniform":
             rates = {n: self.prune_rate for n in convs}
-        else:
-            rate, flops, tables["pruning_participants.csv"] = self._estimated_rate(params, arrivals, forward)
+        else:  # p* from the server and the round's devices (IMC: the server alone), or the fixed prune_rate
+            rate = self.prune_rate
+            if rate is None:
+                devices = [] if self.prune == "unstructured" else [a.device for a in arrivals]
+                rate, flops, tables["pruning_participants.csv"] = estimated_rate(
+                    model, self.shared, params, devices, self.lanczos_steps, self.hessian_samples, forward)
             rates = fedap.layer_rates(params, convs, fedap.magnitude_threshold(params, rate))
         if self.prune == "unstructured":
             held = fedap.magnitude_masks(params, fedap.magnitude_threshold(params, rate))
@@ -165,19 +167,3 @@ class FedDUMAP:
                                   "kept": kept.get(n, params[n].shape[0]),
                                   "entries_kept": float(optimizer["held"][n].mean())} for n in convs]
         return {n: params[n] * optimizer["held"][n] for n in params}, optimizer, flops, tables
-
-    def _estimated_rate(self, params: Params, arrivals: list[Arrival], forward: int):
-        """p* (Eq. 15) over the server and the round's devices (IMC: the server alone), or the fixed prune_rate."""
-        devices = [] if self.prune == "unstructured" else [a.device for a in arrivals]
-        data = [(self.shared.x[: self.hessian_samples], self.shared.y[: self.hessian_samples])]
-        data += [self.shared.device_data(d, self.hessian_samples) for d in devices]
-        samples = [self.shared.size] + [int(self.shared.device_histograms[d].sum()) for d in devices]
-        degrees = [self.shared.non_iid_degree] + list(self.shared.device_degrees()[devices])
-        if self.prune_rate is not None:
-            return self.prune_rate, 0, []
-        rngs = [self.shared.rng(LANCZOS, k) for k in range(len(data))]
-        rates = hessian_rates(self.costs.model, params, data, self.lanczos_steps, rngs)
-        flops = HVP_FORWARDS * forward * self.lanczos_steps * sum(len(y) for _, y in data)
-        rows = [{"participant": who, "samples": n, "non_iid_degree": deg, "rate": r}
-                for who, n, deg, r in zip(["server"] + devices, samples, degrees, rates)]
-        return fedap.aggregate_rate(rates, samples, degrees), flops, rows

@@ -9,10 +9,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from testbed.algorithms.hessian import gap_rate, hessian_vector_product, lanczos_density
+from testbed.algorithms.fedap import aggregate_rate
+from testbed.algorithms.hessian import HVP_FORWARDS, gap_rate, hessian_vector_product, lanczos_density
+from testbed.data.server import SharedData
 from testbed.local import LocalSGD, train_one
 
 Params = dict[str, torch.Tensor]
+LANCZOS = 1  # the purpose of the server's streams for its Hessian estimates (the SGD's is 0)
 
 
 def _loss_fn(model: torch.nn.Module):
@@ -49,3 +52,17 @@ def hessian_rates(model: torch.nn.Module, params: Params, participants: list[tup
         hvp = hessian_vector_product(lambda p: loss_fn(p, x, y)[0], params)
         rates.append(gap_rate(*lanczos_density(hvp, params, steps, rng)))
     return np.array(rates)
+
+
+def estimated_rate(model: torch.nn.Module, shared: SharedData, params: Params, devices: list[int], steps: int,
+                   samples: int, forward_flops: int) -> tuple[float, int, list[dict]]:
+    """FedAP's p* (Eq. 15) over the server and `devices`, each on its first `samples` samples: (p*, FLOPs of the
+    Hessian-vector products, one row per participant)."""
+    data = [(shared.x[:samples], shared.y[:samples])] + [shared.device_data(d, samples) for d in devices]
+    sizes = [shared.size] + [int(shared.device_histograms[d].sum()) for d in devices]
+    degrees = [shared.non_iid_degree] + list(shared.device_degrees()[devices])
+    rates = hessian_rates(model, params, data, steps, [shared.rng(LANCZOS, k) for k in range(len(data))])
+    flops = HVP_FORWARDS * forward_flops * steps * sum(len(y) for _, y in data)
+    rows = [{"participant": who, "samples": n, "non_iid_degree": degree, "rate": rate}
+            for who, n, degree, rate in zip(["server", *devices], sizes, degrees, rates)]
+    return aggregate_rate(rates, sizes, degrees), flops, rows
