@@ -22,6 +22,9 @@ def _run(args) -> None:
     print(f"\nrun folder: {path}")
     print(f"non-IID degree: {summary['non_iid_degree']:.3f} (mean JS divergence of the devices' labels to all "
           "labels, bits; per device in devices.csv)")
+    if "server_samples" in summary:
+        print(f"server data: {summary['server_samples']} samples, non-IID degree "
+              f"{summary['server_non_iid_degree']:.3f} (its labels against all device data's)")
     print(f"\n{table}\n\nplots:")
     print("\n".join(f"  {p}" for p in plots))
 
