@@ -20,6 +20,7 @@ from testbed.algorithms import fedap
 from testbed.algorithms.base import Arrival
 from testbed.algorithms.feddumap import FedDUMAP
 from testbed.algorithms.hessian import gap_rate, hessian_vector_product, lanczos_density
+from testbed.algorithms.server_side import server_sgd
 from testbed.data import DATASETS
 from testbed.data.server import SharedData, carve
 from testbed.errors import TestbedError
@@ -98,6 +99,35 @@ def test_device_momentum_is_the_ema_form(blobs):
     trained, _, _ = train_one(loss, {"w": torch.tensor([3.0])}, torch.zeros(2, 1), torch.zeros(2), client,
                               np.random.default_rng(0))
     assert trained["w"].item() == pytest.approx(2.715, rel=1e-6)
+
+
+def trained_on_server(strategy, params, round):
+    """The server's own SGD on D0 as the strategy runs it, from its (seed, round) stream."""
+    return server_sgd(strategy.costs.model, params, strategy.shared.x, strategy.shared.y, strategy.client,
+                      strategy.shared.rng(0, round))[0]
+
+
+@pytest.mark.parametrize("update", ["dynamic", "client"])
+def test_feddu_interpolates_and_hybrid_fl_averages_in_the_server(update):
+    """FedDU: w_t = (1 - a) w_half + a w_srv (a = 0.0597652 at round 3, as above). Hybrid-FL: the server's change
+    from w_{t-1} joins the devices' with weight n0 = 4 against n' = 6. Server FLOPs: 2 steps of batch 2 (tau =
+    ceil(4 / 2)) on a 6-multiply-add linear model, 3 x 6 x 4, plus FedDU's scoring of D0, 6 x 4."""
+    strategy = linear_strategy(server_update=update)
+    w = {"weight": torch.tensor([[0.2, -0.1], [0.0, 0.3], [-0.2, 0.1]]), "bias": torch.zeros(3)}
+    step = {"weight": torch.full((3, 2), 0.1), "bias": torch.tensor([0.1, -0.1, 0.0])}
+    state, metrics = strategy.aggregate(strategy.init(w), 3, [arrival(0, 3, step), arrival(1, 3, step)], [])
+    half = {n: w[n] + step[n] for n in w}
+    if update == "dynamic":
+        alpha = strategy._alpha(half, 3, [arrival(0, 3, step), arrival(1, 3, step)])
+        served = trained_on_server(strategy, half, 3)
+        expected = {n: (1 - alpha) * half[n] + alpha * served[n] for n in w}
+        assert metrics["server_flops"] == 3 * 6 * 4 + 6 * 4
+    else:
+        served = trained_on_server(strategy, w, 3)
+        expected = {n: w[n] + (6 * step[n] + 4 * (served[n] - w[n])) / 10 for n in w}
+        assert metrics["server_flops"] == 3 * 6 * 4
+    for n in w:
+        assert torch.allclose(state.params[n], expected[n], atol=1e-6)
 
 
 def test_rates_threshold_and_weights_by_hand():
