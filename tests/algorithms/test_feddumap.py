@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import TINY_CLASSES, run_recorded, tiny_blobs, tiny_scenario
+from helpers import run_recorded, tiny_blobs, tiny_scenario
 from torch import nn
 
 from testbed import scenario as sc
@@ -260,7 +260,7 @@ def test_imc_masks_and_executors_agree(blobs):
     tables = []
     for executor in ("serial", "batched"):
         raw = tiny_server({"name": "imc", "prune_round": 1, "lanczos_steps": 10}, executor=executor, rounds=3)
-        rounds, recorder, _ = run_recorded(raw, Recording)
+        rounds, _, _ = run_recorded(raw, Recording)
         tables.append(rounds)
     pd.testing.assert_frame_equal(tables[0], tables[1])
     assert tables[0]["server_flops"].tolist()[1:] == [0, 0] and tables[0]["server_flops"][0] > 0
