@@ -16,6 +16,7 @@ from analysis.runs import Run, load_run
 
 NOT_CONDITIONS = ("seed", "name", "description")  # they label a run, they do not make it another experiment
 ALGORITHM = "algorithm.name"
+ALGORITHM_SECTION = "algorithm."
 MAX_LABEL_FIELDS = 3  # beyond this many differing fields, groups are labelled by scenario name
 SPEEDUP = "speedup@"
 SWEEP_INDEX = "sweep.csv"   # written by testbed sweep: one row per run, its folder in `folder`
@@ -33,9 +34,21 @@ def config(run: Run) -> dict[str, str]:
 
 
 def differing(configs: list[dict]) -> list[str]:
-    """The fields whose values are not the same in every config, in the first config's order."""
+    """The fields whose values are not the same in every config, in the first config's order. An algorithm's
+    hyper-parameter (algorithm.mu) counts only where it differs between configs of one algorithm: FedLPS's
+    defaults are not a difference of their own beside FedAvg."""
     keys = list(dict.fromkeys(key for c in configs for key in c))
-    return [key for key in keys if len({c.get(key) for c in configs}) > 1]
+
+    def differs(key, among):
+        return len({c.get(key) for c in among}) > 1
+
+    def of_one_algorithm():
+        names = {c.get(ALGORITHM) for c in configs}
+        return [[c for c in configs if c.get(ALGORITHM) == name] for name in names]
+
+    return [key for key in keys
+            if (differs(key, configs) if key == ALGORITHM or not key.startswith(ALGORITHM_SECTION)
+                else any(differs(key, same) for same in of_one_algorithm()))]
 
 
 def group_runs(runs: list[Run]) -> tuple[dict[str, list[Run]], pd.DataFrame]:
@@ -51,8 +64,9 @@ def group_runs(runs: list[Run]) -> tuple[dict[str, list[Run]], pd.DataFrame]:
         labels = _unique([members[0].name for members in groups.values()])
         return dict(zip(labels, groups.values())), pd.DataFrame(index=pd.Index(labels, name="group"))
     values = pd.DataFrame([{_column(f): _value(c.get(f)) for f in fields} for c in configs])
-    labels = _unique([", ".join(v if f == ALGORITHM else f"{f.rsplit('.', 1)[-1]}={v}"
-                                for f, v in zip(fields, map(str, row))) for row in values.itertuples(index=False)])
+    labels = _unique([", ".join(str(v) if f == ALGORITHM else f"{f.rsplit('.', 1)[-1]}={v}"
+                                for f, v in zip(fields, row) if pd.notna(v))  # no mu=None beside fedavg
+                      for row in values.itertuples(index=False)])
     values.index = pd.Index(labels, name="group")
     return dict(zip(labels, groups.values())), values
 
@@ -90,7 +104,7 @@ def _baselines(table: pd.DataFrame, fields: pd.DataFrame, baseline: str) -> list
                               f"one of: {', '.join(map(repr, dict.fromkeys([*table['algorithm'], *table['group']])))}")
     if len(candidates) == 1:
         return [candidates["group"].iloc[0]] * len(table)
-    conditions = fields.drop(columns="algorithm", errors="ignore")
+    conditions = fields[[c for c in fields.columns if c != "algorithm" and not c.startswith(ALGORITHM_SECTION)]]
     same = {tuple(map(str, conditions.loc[label])): label for label in candidates["group"]}
     return [same.get(tuple(map(str, conditions.loc[label])), np.nan) for label in table["group"]]
 

@@ -13,10 +13,13 @@ from analysis.compare_plots import participation
 from analysis.runs import load_run
 from testbed.cli import main
 
+GROUPS = ["fedavg, heterogeneity=low", "fedlps, heterogeneity=low", "fedavg, heterogeneity=high",
+          "fedlps, heterogeneity=high"]
+
+
 def test_runs_that_differ_only_in_seed_form_one_group_labelled_by_what_differs(study):
     groups, fields = group_runs([load_run(folder) for folder in study])
-    assert list(groups) == ["fedavg, heterogeneity=low", "fedlps, heterogeneity=low",
-                            "fedavg, heterogeneity=high", "fedlps, heterogeneity=high"]
+    assert list(groups) == GROUPS
     assert [run.seed for run in groups["fedavg, heterogeneity=low"]] == [0, 1]
     assert fields.to_dict("list") == {"algorithm": ["fedavg", "fedlps", "fedavg", "fedlps"],
                                       "fleet.heterogeneity": ["low", "low", "high", "high"]}
@@ -36,6 +39,26 @@ def test_mean_and_spread_over_seeds_and_speedup_against_the_same_level(study):
         "fedavg, heterogeneity=low": 1.0, "fedlps, heterogeneity=low": 56.25 / 25,
         "fedavg, heterogeneity=high": 1.0, "fedlps, heterogeneity=high": 60 / 52.5})
     assert table["fleet.heterogeneity"].tolist() == ["low", "low", "high", "high"]
+
+
+def test_an_algorithms_own_settings_neither_split_nor_rename_groups(study):
+    """As a sweep writes them: fedlps with its defaults beside fedavg, and a grid over FedProx's mu."""
+    def scenario_of(folder, algorithm):
+        lines = (folder / "scenario.resolved.yaml").read_text().splitlines()
+        lines = [algorithm if line.startswith("algorithm:") else line for line in lines]
+        (folder / "scenario.resolved.yaml").write_text("\n".join(lines) + "\n")
+
+    for folder in study[2], study[4]:
+        scenario_of(folder, "algorithm: {name: fedlps, mu: 0.0, ratio: {kind: pucbv}}")
+    groups, fields = group_runs([load_run(folder) for folder in study])
+    assert list(groups) == GROUPS and list(fields.columns) == ["algorithm", "fleet.heterogeneity"]
+    table = compare_table([load_run(folder) for folder in study], [0.8], baseline="fedavg")
+    assert table["speedup@0.8"].tolist() == pytest.approx([1.0, 56.25 / 25, 1.0, 60 / 52.5])
+
+    scenario_of(study[4], "algorithm: {name: fedlps, mu: 1.0, ratio: {kind: pucbv}}")
+    groups, _ = group_runs([load_run(folder) for folder in study])
+    assert list(groups) == ["fedavg, heterogeneity=low", "fedlps, heterogeneity=low, mu=0.0",
+                            "fedavg, heterogeneity=high", "fedlps, heterogeneity=high, mu=1.0"]
 
 
 def test_a_group_label_as_baseline_sets_every_group_against_it(study):
