@@ -11,10 +11,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from analysis.metrics import PHASES, natural_order, round_breakdown
-from analysis.plots import BREAKDOWN_COLOURS, CUT_LABELS, CUT_STYLES, _save, plot_accuracy_mean, plot_gantt
+from analysis.plots import (BREAKDOWN_COLOURS, CUT_LABELS, CUT_STYLES, _save, accuracy_metric, plot_accuracy_mean,
+                            plot_gantt)
 from analysis.report import file_safe
 from analysis.runs import Run
 
@@ -40,8 +41,8 @@ def write_compare_plots(groups: dict[str, list[Run]], table: pd.DataFrame, targe
     runs = [run for members in groups.values() for run in members]
     written = [plot_accuracy_mean(runs, "time", out_dir / f"{metric}_by_group_vs_time.png", metric, groups=groups)]
     if HETEROGENEITY in table and table[HETEROGENEITY].nunique() > 1:
-        written += [plot_tta_vs_heterogeneity(table, target, out_dir / f"tta_vs_heterogeneity_{target:g}.png")
-                    for target in targets]
+        written += [plot_tta_vs_heterogeneity(table, target, out_dir / f"tta_vs_heterogeneity_{target:g}.png",
+                                              metric) for target in targets]
     written.append(plot_group_breakdown(groups, out_dir / "breakdown_by_group.png"))
     for label, members in groups.items():
         name = group_file_name(label)
@@ -56,9 +57,11 @@ def group_file_name(label: str) -> str:
     return file_safe(label.replace(", ", "_").replace("=", "-"))
 
 
-def plot_tta_vs_heterogeneity(table: pd.DataFrame, target: float, path) -> Path:
-    """Mean time to `target` over the seeds that reached it (error bar: sample std) at each heterogeneity level,
-    one line per group of the other fields (the algorithm, usually); a level no seed reached has no point."""
+def plot_tta_vs_heterogeneity(table: pd.DataFrame, target: float, path, metric: str = "accuracy") -> Path:
+    """Mean time for `metric` to reach `target` over the seeds that reached it (error bar: sample std) at each
+    heterogeneity level, one line per group of the other fields (the algorithm, usually); a level no seed
+    reached has no point."""
+    what = accuracy_metric(metric)[0].lower()
     fields = list(table.columns[1:list(table.columns).index("seeds")])
     series = [f for f in fields if f != HETEROGENEITY]
     rows = table[table[HETEROGENEITY].isin(LEVELS)]
@@ -72,9 +75,9 @@ def plot_tta_vs_heterogeneity(table: pd.DataFrame, target: float, path) -> Path:
         ax.errorbar(x, time, yerr=spread, marker="o", capsize=4, label=label)
     ax.set_xticks(range(len(LEVELS)), LEVELS)
     ax.set_xlabel("Heterogeneity (capability tiers: first 2, 3 or all 5)")
-    ax.set_ylabel(f"Simulated time to {target:.0%} (s)")
+    ax.set_ylabel(f"Simulated time to {target:.0%} {what} (s)")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"Time to {target:.0%} accuracy, mean ± std over the seeds that reached it")
+    ax.set_title(f"Time to {target:.0%} {what}, mean ± std over the seeds that reached it")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return _save(fig, path)
@@ -123,6 +126,7 @@ def plot_participation(run: Run, path) -> Path:
               extent=(cells.columns.min() - 0.5, cells.columns.max() + 0.5, len(cells) - 0.5, -0.5))
     if len(cells) <= MAX_DEVICE_TICKS:
         ax.set_yticks(range(len(cells)), [str(device) for device in cells.index], fontsize="small")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("Round")
     ax.set_ylabel(f"Device ({len(cells)} selected at least once)")
     ax.set_title(f"{run.label}: participation and dropouts")

@@ -89,8 +89,10 @@ def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, bas
     per_run = pd.read_csv(next(p for p in report_files
                                if p.suffix == ".csv" and p.name.startswith("tta") and "by_scenario" not in p.name))
     written = report_files + compare_files
-    tables = {"Groups (mean ± std over seeds)": (seed_table_cells(compared), compared, COMPARE_NOTE),
-              "Runs": (table_cells(per_run), per_run, METRIC_NOTES.get(metric, ""))}
+    metric_note = METRIC_NOTES.get(metric, "")
+    tables = {"Groups (mean ± std over seeds)": (seed_table_cells(compared), compared,
+                                                 " ".join(filter(None, [metric_note, COMPARE_NOTE]))),
+              "Runs": (table_cells(per_run), per_run, metric_note)}
     figures = sorted({p for p in written if p.suffix == ".png"}, key=lambda p: p.name)
     title = f"Report: {len(folders)} runs of {', '.join(dict.fromkeys(str(n) for n in per_run['scenario']))}"
     out_dir = Path(out_dir)
