@@ -15,6 +15,8 @@ from analysis.report import DEFAULT_METRIC, REACHED_ON, default_targets, seed_ta
 from analysis.runs import Run, load_run
 
 NOT_CONDITIONS = ("seed", "name", "description")  # they label a run, they do not make it another experiment
+# How a run was carried out, not what ran: executors give the same tables (README, Executors)
+HOW_IT_RAN = ("executor.", "checkpoint.", "device_state.")
 ALGORITHM = "algorithm.name"
 ALGORITHM_SECTION = "algorithm."
 MAX_LABEL_FIELDS = 3  # beyond this many differing fields, groups are labelled by scenario name
@@ -27,10 +29,11 @@ class UnknownBaseline(ValueError):
 
 
 def config(run: Run) -> dict[str, str]:
-    """The run's resolved scenario as flat 'a.b.c' -> JSON text, without what does not define the experiment."""
+    """The run's resolved scenario as flat 'a.b.c' -> JSON text, without what does not define the experiment
+    (its labels, and how it ran: executor, checkpoints, where device state is kept)."""
     flat = pd.json_normalize(run.scenario, sep=".").iloc[0].to_dict() if run.scenario else {}
     return {key: json.dumps(value, sort_keys=True, default=str) for key, value in flat.items()
-            if key not in NOT_CONDITIONS}
+            if key not in NOT_CONDITIONS and not key.startswith(HOW_IT_RAN)}
 
 
 def differing(configs: list[dict]) -> list[str]:

@@ -41,6 +41,13 @@ def test_mean_and_spread_over_seeds_and_speedup_against_the_same_level(study):
     assert table["fleet.heterogeneity"].tolist() == ["low", "low", "high", "high"]
 
 
+def test_how_a_run_was_carried_out_does_not_split_groups(study):
+    with open(study[1] / "scenario.resolved.yaml", "a") as scenario:
+        scenario.write("executor: {kind: batched, max_clients: 4}\ncheckpoint: {every_rounds: 1}\n")
+    groups, _ = group_runs([load_run(folder) for folder in study])
+    assert list(groups) == GROUPS and len(groups[GROUPS[0]]) == 2
+
+
 def test_an_algorithms_own_settings_neither_split_nor_rename_groups(study):
     """As a sweep writes them: fedlps with its defaults beside fedavg, and a grid over FedProx's mu."""
     def scenario_of(folder, algorithm):
