@@ -15,7 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.compare import run_folders, write_compare
-from analysis.report import DEFAULT_METRIC, METRIC_NOTES, seed_table_cells, table_cells, write_report
+from analysis.report import (DEFAULT_METRIC, METRIC_NOTES, default_targets, seed_table_cells, table_cells,
+                             tta_table, write_report)
+from analysis.runs import load_run
 
 HTML_PAGE, MARKDOWN_PAGE = "report.html", "report.md"
 COMPARE_NOTE = ("groups: runs that differ only in seed; mean±std over a group's seeds (sample std); "
@@ -86,8 +88,8 @@ def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, bas
     folders = run_folders(run_dirs)
     compared, compare_files = write_compare(folders, out_dir, targets, baseline, metric, timelines=False)
     text, report_files = write_report(folders, out_dir, targets, metric)
-    per_run = pd.read_csv(next(p for p in report_files
-                               if p.suffix == ".csv" and p.name.startswith("tta") and "by_scenario" not in p.name))
+    runs = [load_run(folder) for folder in folders]
+    per_run = tta_table(runs, default_targets(runs) if targets is None else targets, metric)
     written = report_files + compare_files
     metric_note = METRIC_NOTES.get(metric, "")
     tables = {"Groups (mean ± std over seeds)": (seed_table_cells(compared), compared,

@@ -77,6 +77,7 @@ def test_the_page_shows_both_tables_and_every_figure_embedded(report):
     assert column(groups, "speedup@0.8") == ["1.000", "2.250", "1.000", "1.143"]
     assert column(runs, "run") == ["tiny-fedavg-low/0", "tiny-fedavg-low/1", "tiny-fedlps-low/0",
                                    "tiny-fedavg-high/0", "tiny-fedlps-high/0"]
+    assert column(runs, "rounds@0.8") == ["4", "5", "2", "5", "4"]
     figures = sorted(path.name for path in report.glob("*.png"))
     assert len(page.images) == len(figures) >= 15
     for source in page.images:  # nothing fetched: every figure is in the page itself
