@@ -264,3 +264,29 @@ def test_imc_masks_and_executors_agree(blobs):
         tables.append(rounds)
     pd.testing.assert_frame_equal(tables[0], tables[1])
     assert tables[0]["server_flops"].tolist()[1:] == [0, 0] and tables[0]["server_flops"][0] > 0
+
+
+def test_a_resumed_run_after_pruning_has_the_tables_of_an_unbroken_run(blobs, tmp_path, monkeypatch):
+    """FedDU with both momenta and an unstructured prune at round 2, checkpointed at 3, killed after 4: the
+    momentum and the masks come back from the checkpoint (and the server's streams from the seed)."""
+    from testbed.runlog import RunWriter
+    from testbed.runner import run_scenario
+
+    algorithm = {"name": "feddumap", "prune": "unstructured", "prune_round": 2, "lanczos_steps": 5}
+    scenario = sc.validate(tiny_server(algorithm, rounds=6) | {"checkpoint": {"every_rounds": 3}}, "test")
+    reference, summary = run_scenario(scenario, "test", tmp_path / "unbroken", quiet=True)
+    write_round = RunWriter.round
+
+    def round_then_die(self, record, events):
+        write_round(self, record, events)
+        if record["round"] == 4:
+            raise SystemExit("killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RunWriter, "round", round_then_die)
+        with pytest.raises(SystemExit):
+            run_scenario(scenario, "test", tmp_path / "broken", quiet=True)
+    run, resumed = run_scenario(scenario, "test", tmp_path / "broken", quiet=True, resume=True)
+    assert resumed == summary
+    for table in ("rounds.csv", "events.csv", "pruning.csv", "pruning_participants.csv"):
+        assert (run / table).read_bytes() == (reference / table).read_bytes()
