@@ -13,7 +13,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
-from analysis.metrics import PHASES, natural_order, round_breakdown
+from analysis.metrics import device_phases, natural_order, round_breakdown
 from analysis.plots import (BREAKDOWN_COLOURS, CUT_LABELS, CUT_STYLES, _save, accuracy_metric, plot_accuracy_mean,
                             plot_gantt)
 from analysis.report import file_safe
@@ -107,7 +107,7 @@ def participation(run: Run) -> pd.DataFrame:
     """Device x round: 0 not selected, 1 used, 2 surplus, 3 late, 4 dropped (OUTCOME_CODES); the devices
     selected at least once, in natural order; every round of rounds.csv. Phases other than the devices' own
     (a server's) are left out."""
-    events = run.events[run.events["phase"].isin(PHASES)]
+    events = device_phases(run.events)
     codes = events["outcome"].map(OUTCOME_CODES).fillna(0).astype(int)
     cells = codes.groupby([events["device"], events["round"]]).max().unstack("round")
     devices = sorted(cells.index, key=natural_order)
