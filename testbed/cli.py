@@ -17,7 +17,7 @@ def _run(args) -> None:
     from testbed.runner import run_scenario
 
     overrides = list(args.set or []) + ([f"seed={args.seed}"] if args.seed is not None else [])
-    path, summary = run_scenario(sc.load(args.file, overrides), args.file, args.out, args.quiet)
+    path, summary = run_scenario(sc.load(args.file, overrides), args.file, args.out, args.quiet, args.resume)
     table, plots = write_report([path], path / "plots")
     print(f"\nrun folder: {path}")
     print(f"non-IID degree: {summary['non_iid_degree']:.3f} (mean JS divergence of the devices' labels to all "
@@ -96,6 +96,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs", help="root folder of run folders (default: runs)")
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a scenario field")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--resume", action="store_true", help="go on from the run folder's checkpoint after a crash "
+                     "(from round 1 where it has none); without it an existing run folder is overwritten")
     run.set_defaults(handler=_run)
     val = sub.add_parser("validate", help="check scenario files without running them")
     val.add_argument("files", nargs="+")
