@@ -20,6 +20,7 @@ HOW_IT_RAN = ("executor.", "checkpoint.", "device_state.")
 ALGORITHM = "algorithm.name"
 ALGORITHM_SECTION = "algorithm."
 MAX_LABEL_FIELDS = 3  # beyond this many differing fields, groups are labelled by scenario name
+MAX_LABEL_CHARS = 60  # ... and where a label would be longer (a list such as fleet.groups differs): file names
 SPEEDUP = "speedup@"
 SWEEP_INDEX = "sweep.csv"   # written by testbed sweep: one row per run, its folder in `folder`
 
@@ -57,19 +58,20 @@ def differing(configs: list[dict]) -> list[str]:
 def group_runs(runs: list[Run]) -> tuple[dict[str, list[Run]], pd.DataFrame]:
     """The runs by group, in the order first seen, keyed by a label made of the fields that tell the groups apart
     ('fedavg, heterogeneity=high'); and a table of those fields' values, one row per group (index: label).
-    Where more than MAX_LABEL_FIELDS fields differ, the scenario names label the groups."""
+    Where more than MAX_LABEL_FIELDS fields differ, or a label would be longer than MAX_LABEL_CHARS, the scenario
+    names label the groups."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
         groups.setdefault(json.dumps(config(run), sort_keys=True), []).append(run)
     configs = [json.loads(key) for key in groups]
     fields = differing(configs)
-    if not fields or len(fields) > MAX_LABEL_FIELDS:
-        labels = _unique([members[0].name for members in groups.values()])
-        return dict(zip(labels, groups.values())), pd.DataFrame(index=pd.Index(labels, name="group"))
     values = pd.DataFrame([{_column(f): _value(c.get(f)) for f in fields} for c in configs])
     labels = _unique([", ".join(str(v) if f == ALGORITHM else f"{f.rsplit('.', 1)[-1]}={v}"
                                 for f, v in zip(fields, row) if pd.notna(v))  # no mu=None beside fedavg
                       for row in values.itertuples(index=False)])
+    if not fields or len(fields) > MAX_LABEL_FIELDS or max(map(len, labels)) > MAX_LABEL_CHARS:
+        labels = _unique([members[0].name for members in groups.values()])
+        return dict(zip(labels, groups.values())), pd.DataFrame(index=pd.Index(labels, name="group"))
     values.index = pd.Index(labels, name="group")
     return dict(zip(labels, groups.values())), values
 

@@ -124,3 +124,14 @@ def test_the_command_prints_mean_std_and_refuses_an_unknown_baseline(study, tmp_
     assert err == ("error: --baseline fedsgd: no group or algorithm of that name among the runs; choose one of: "
                    "'fedavg', 'fedlps', 'fedavg, heterogeneity=low', 'fedlps, heterogeneity=low', "
                    "'fedavg, heterogeneity=high', 'fedlps, heterogeneity=high'\n")
+
+
+def test_groups_that_differ_in_a_long_field_are_labelled_by_scenario_name(study):
+    """Availability set per group differs in all of fleet.groups: a label of it would not fit a file name."""
+    groups = "[" + ", ".join(f"{{profile: phone_low, count: 20, availability: {{kind: {kind}}}}}"
+                             for kind in ("always_on", "markov")) + "]"
+    scenario = study[3] / "scenario.resolved.yaml"
+    scenario.write_text(scenario.read_text().replace("fleet: {heterogeneity: high}",
+                                                     f"fleet: {{heterogeneity: high, groups: {groups}}}"))
+    labels, fields = group_runs([load_run(folder) for folder in study[3:]])
+    assert list(labels) == ["tiny-fedavg-high", "tiny-fedlps-high"] and fields.empty
