@@ -18,4 +18,4 @@ for alg in fedavg fedadam_ssm; do
     done
   done
 done
-testbed compare "$OUT"/*/* --target 0.8 --target 0.9 --baseline fedavg --out "$OUT-compare"
+testbed compare "$OUT"/*/* --target 0.8 --target 0.9 --out "$OUT-compare"
