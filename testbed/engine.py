@@ -220,8 +220,7 @@ class Engine:
         self._checkpoint(played, env, state, selection, strategy_rng, finished=True)
 
     def _initial(self):
-        """(server state, selection stream, strategy stream, last round played): fresh, or as the checkpoint
-        left them."""
+        """(server state, selection and strategy streams, last round played): fresh, or from the checkpoint."""
         selection = np.random.default_rng(stream(self.cfg.seed, Purpose.SELECTION))
         strategy_rng = np.random.default_rng(stream(self.cfg.seed, Purpose.STRATEGY))
         if self.start is None:
