@@ -17,6 +17,7 @@ import yaml
 from analysis.metrics import summarize
 from testbed import checkpoint as ckpt
 from testbed.data.partition import label_histograms, non_iid_degree
+from testbed.errors import TestbedError
 
 ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
                  "bytes_up", "bytes_down", "flops", "wasted_flops", "wasted_bytes", "server_flops", "train_loss",
@@ -56,6 +57,9 @@ class RunWriter:
             handle = open(path, "wb", buffering=0)
             self._write(handle, [dict(zip(columns, columns))], columns)
         else:
+            if not path.is_file() or path.stat().st_size < resume.tables[name]:  # cutting would pad it with zeros
+                raise TestbedError(f"{path}: shorter than its checkpoint says ({resume.tables[name]} bytes); the "
+                                   "run folder was changed, run without --resume to start over")
             handle = open(path, "r+b", buffering=0)
             handle.truncate(resume.tables[name])
             handle.seek(0, os.SEEK_END)

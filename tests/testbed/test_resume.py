@@ -158,6 +158,17 @@ def test_a_checkpoint_of_another_scenario_is_refused_in_one_line(tmp_path, capsy
     assert _tables(tmp_path / "tiny" / "0") == before
 
 
+def test_a_table_shorter_than_its_checkpoint_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(testbed.data.DATASETS, "tiny_blobs", tiny_blobs)
+    file = write_yaml(tmp_path / "tiny.yaml", tiny_scenario({"name": "fedavg"}, rounds=2))
+    assert main(["run", str(file), "--out", str(tmp_path), "--quiet"]) == 0
+    rounds = tmp_path / "tiny" / "0" / "rounds.csv"
+    rounds.write_bytes(rounds.read_bytes()[:-10])
+    assert main(["run", str(file), "--out", str(tmp_path), "--quiet", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rounds.csv: shorter than its checkpoint says" in err
+
+
 def test_a_nan_training_loss_stops_the_run_between_evaluations(two_devices, tmp_path, capsys):
     two_devices["client"]["lr"] = 1e6
     two_devices["eval"] = {"every_rounds": 5}  # round 1 is not evaluated: its training loss must catch it
