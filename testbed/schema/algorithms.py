@@ -479,6 +479,10 @@ class FedDUMAPConfig(_ServerDataMethod):
         return self
 
     def strategy(self, b: Build):
+        if self.prune_round is not None and self.prune != "unstructured" and \
+                any(isinstance(m, torch.nn.RNNBase) for m in b.costs.model.modules()):
+            raise TestbedError(f"algorithm.prune: {self.name} removes conv filters, which needs a feed-forward "
+                               "model; use prune: unstructured (IMC's mask) or a conv model")
         beta = self.device_momentum  # EMA momentum m = b m + (1 - b) g, w -= lr m is torch's with lr (1 - b)
         client = replace(b.client, lr=b.client.lr * (1 - beta), momentum=beta) if beta else b.client
         return FedDUMAP(client, b.costs, b.shared, self.server_update, self.fixed_steps, self.C, self.decay,

@@ -290,3 +290,13 @@ def test_a_resumed_run_after_pruning_has_the_tables_of_an_unbroken_run(blobs, tm
     assert resumed == summary
     for table in ("rounds.csv", "events.csv", "pruning.csv", "pruning_participants.csv"):
         assert (run / table).read_bytes() == (reference / table).read_bytes()
+
+
+def test_structured_pruning_of_a_recurrent_model_is_refused_in_one_line():
+    from types import SimpleNamespace
+
+    from testbed.schema.algorithms import FedAPConfig
+
+    build = SimpleNamespace(costs=SimpleNamespace(model=nn.Sequential(nn.LSTM(2, 2))))
+    with pytest.raises(TestbedError, match="algorithm.prune: fedap removes conv filters"):
+        FedAPConfig(name="fedap").strategy(build)
