@@ -14,11 +14,16 @@ w_{t-1/2} = sum_k (n_k / n') w_k:
           (testbed/algorithms/fedap.py). Devices train the shrunk model from then on: its FLOPs are counted on
           the shrunk shape, its payloads carry the kept entries (and the pattern's bitmasks, ~0.2 KB).
           HRank: a uniform per-layer rate instead; IMC: the magnitude threshold as an unstructured mask
-          (dense FLOPs and bytes, as the paper counts them).
+          (dense FLOPs and bytes, as the paper counts them). PruneFL (Jiang et al. 2023): IMC's mask at T_p
+          as its initial prune on the server data, then every `reconfigure_every` rounds the mask is re-chosen,
+          keeping as many entries, those of largest importance sum_b g_b^2 (squared minibatch gradients of the
+          global model, pruned entries included; every entry costs the same time in dense counting, so
+          g^2 / time ranks as g^2); regrown entries start at zero.
   Hybrid-FL: the server is one more client each round, trained on D0 from w_{t-1} and averaged with weight n0.
 The server's own work (its SGD steps, scoring D0, the Hessian estimates, the rank passes) is reported as
 metrics["server_flops"], which the engine charges to the server profile on the clock.
-Deviations: P'_t and n' are of the devices that arrived (the ones aggregated), not of all selected. The
+Deviations: PruneFL's importance is measured on the server's data by the server (charged to its clock), not
+accumulated by the devices during their training and uploaded. P'_t and n' are of the devices that arrived (the ones aggregated), not of all selected. The
 participants of the pruning rate are the server and the devices of round T_p, not all N devices (a Lanczos run
 per device would cost more than the run), and their estimates are charged to the server's clock; each uses the
 global model on its own first `hessian_samples` samples (spec §9.7). The devices' learning rate does not decay.
@@ -34,7 +39,7 @@ from testbed.algorithms import fedap
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
                                      select_uniform, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
-from testbed.algorithms.server_side import estimated_rate, server_accuracy, server_sgd
+from testbed.algorithms.server_side import estimated_rate, server_accuracy, server_sgd, squared_gradients
 from testbed.data.partition import js_divergence
 from testbed.data.server import SharedData
 from testbed.flops import training_flops
@@ -57,13 +62,15 @@ class FedDUMAP:
     server_momentum: float | None = None    # beta; None: no server momentum
     server_lr: float = 1.0                  # eta_s
     prune_round: int | None = None          # T_p; None: no pruning
-    prune: str = "hessian"                  # hessian (FedAP) | uniform (HRank) | unstructured (IMC)
+    prune: str = "hessian"                  # hessian (FedAP) | uniform (HRank) | unstructured (IMC) | adaptive
+                                            # (PruneFL)
     prune_rate: float | None = None         # HRank's per-layer rate; else a fixed p* instead of the estimate
     lanczos_steps: int = 50
     hessian_samples: int = 100
     rank_samples: int = 500
     down: Dense = field(default_factory=Dense)
     up: Dense = field(default_factory=Dense)
+    reconfigure_every: int = 10             # PruneFL: rounds between mask reconfigurations
 
     def init(self, params: Params) -> ServerState:
         return ServerState(params)
@@ -137,6 +144,11 @@ class FedDUMAP:
         if round == self.prune_round:
             params, optimizer, cost, metrics["tables"] = self._prune(params, optimizer, arrivals)
             flops += cost
+        elif self.prune == "adaptive" and self.prune_round is not None and round > self.prune_round and \
+                (round - self.prune_round) % self.reconfigure_every == 0:
+            held, cost = self._reconfigure(params, optimizer["held"], round)
+            params, optimizer, metrics["tables"] = self._masked(params, optimizer, held, {}, round)
+            flops += cost
         return ServerState(params, optimizer, state.clients), metrics | {"server_flops": flops}
 
     def _prune(self, params: Params, optimizer: dict, arrivals: list[Arrival]):
@@ -148,22 +160,40 @@ class FedDUMAP:
         else:  # p* from the server and the round's devices (IMC: the server alone), or the fixed prune_rate
             rate = self.prune_rate
             if rate is None:
-                devices = [] if self.prune == "unstructured" else [a.device for a in arrivals]
+                devices = [] if self.prune in ("unstructured", "adaptive") else [a.device for a in arrivals]
                 rate, flops, tables["pruning_participants.csv"] = estimated_rate(
                     model, self.shared, params, devices, self.lanczos_steps, self.hessian_samples, forward)
             rates = fedap.layer_rates(params, convs, fedap.magnitude_threshold(params, rate))
-        if self.prune == "unstructured":
+        if self.prune in ("unstructured", "adaptive"):
             held = fedap.magnitude_masks(params, fedap.magnitude_threshold(params, rate))
         else:
             ranks = fedap.feature_ranks(model, params, self.shared.x[: self.rank_samples])
             flops += forward * min(self.rank_samples, self.shared.size)
             optimizer["units"] = fedap.keep_highest(ranks, rates)
             held = entry_masks(params, self.costs.structure(optimizer["units"]))
-        optimizer["held"] = {n: held[n] if n in held else torch.ones_like(p) for n, p in params.items()}
+        held = {n: held[n] if n in held else torch.ones_like(p) for n, p in params.items()}
+        params, optimizer, pruning = self._masked(params, optimizer, held, rates, self.prune_round)
+        return params, optimizer, flops, tables | pruning
+
+    def _masked(self, params: Params, optimizer: dict, held: Params, rates: dict, round: int):
+        """The model and server momentum under the masks `held`: (params, optimizer, {"pruning.csv": rows})."""
+        optimizer = optimizer | {"held": held}
         if "m" in optimizer:
-            optimizer["m"] = {n: optimizer["m"][n] * optimizer["held"][n] for n in params}
-        kept = {n: int(optimizer["units"][n].sum()) for n in convs} if "units" in optimizer else {}
-        tables["pruning.csv"] = [{"layer": n, "filters": params[n].shape[0], "rate": rates[n],
-                                  "kept": kept.get(n, params[n].shape[0]),
-                                  "entries_kept": float(optimizer["held"][n].mean())} for n in convs]
-        return {n: params[n] * optimizer["held"][n] for n in params}, optimizer, flops, tables
+            optimizer["m"] = {n: optimizer["m"][n] * held[n] for n in params}
+        kept = {n: int(optimizer["units"][n].sum()) for n in rates} if "units" in optimizer else {}
+        rows = [{"round": round, "layer": n, "filters": params[n].shape[0], "rate": rates.get(n, float("nan")),
+                 "kept": kept.get(n, params[n].shape[0]), "entries_kept": float(held[n].mean())}
+                for n in fedap.conv_weights(self.costs.model)]
+        return {n: params[n] * held[n] for n in params}, optimizer, {"pruning.csv": rows}
+
+    def _reconfigure(self, params: Params, held: Params, round: int) -> tuple[Params, int]:
+        """PruneFL's new masks: as many entries as `held` keeps, those with the largest sum over one pass of the
+        server's minibatches of the squared gradient (ties to the lower position); (masks, FLOPs of the pass)."""
+        importance = squared_gradients(self.costs.model, params, self.shared.x, self.shared.y,
+                                       self.client.batch_size, self.shared.rng(SERVER_SGD, round))
+        flat = torch.cat([g.reshape(-1) for g in importance.values()])
+        chosen = torch.zeros_like(flat)
+        chosen[torch.argsort(-flat, stable=True)[:int(sum(h.sum() for h in held.values()))]] = 1.0
+        sizes = [g.numel() for g in importance.values()]
+        masks = {n: part.reshape(g.shape) for (n, g), part in zip(importance.items(), chosen.split(sizes))}
+        return masks, training_flops(self._forward_flops({}), self.shared.size)

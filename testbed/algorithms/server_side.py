@@ -38,6 +38,19 @@ def server_sgd(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch
     return trained, client.samples_processed(len(y))
 
 
+def squared_gradients(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor, batch_size: int,
+                      rng: np.random.Generator) -> Params:
+    """PruneFL's importance: sum over one pass of shuffled minibatches of the squared gradient of every entry
+    (a masked entry's too: it is what would regrow it)."""
+    loss_fn, params = _loss_fn(model), {n: p.detach().requires_grad_() for n, p in params.items()}
+    total = {n: torch.zeros_like(p) for n, p in params.items()}
+    for batch in torch.from_numpy(rng.permutation(len(y))).split(batch_size):
+        grads = torch.autograd.grad(loss_fn(params, x[batch], y[batch])[0], list(params.values()))
+        for n, g in zip(params, grads):
+            total[n] += g.square()
+    return total
+
+
 def server_accuracy(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> float:
     with torch.no_grad():
         return float(_loss_fn(model)(params, x, y)[1])

@@ -454,6 +454,9 @@ class DataSharingConfig(_ServerDataMethod):
         return FedAvg(b.client, down=b.down, up=b.up)
 
 
+Prune = Literal["hessian", "uniform", "unstructured", "adaptive"]
+
+
 class FedDUMAPConfig(_ServerDataMethod):
     """FedDUMAP: dynamic server update (FedDU), device and server momentum (FedDUM), adaptive pruning (FedAP)."""
 
@@ -466,11 +469,12 @@ class FedDUMAPConfig(_ServerDataMethod):
     server_momentum: Fraction | None = 0.9  # beta (None: no server momentum)
     server_lr: PositiveFloat = 1.0          # eta_s
     prune_round: PositiveInt | None = 30    # T_p (None: no pruning)
-    prune: Literal["hessian", "uniform", "unstructured"] = "hessian"   # FedAP | HRank | IMC
+    prune: Prune = "hessian"                # FedAP | HRank | IMC | PruneFL
     prune_rate: Fraction | None = None      # uniform: the per-layer rate; else a fixed p* instead of the estimate
     lanczos_steps: PositiveInt = 50
     hessian_samples: PositiveInt = 100
     rank_samples: PositiveInt = 500
+    reconfigure_every: PositiveInt = 10     # PruneFL (prune: adaptive): rounds between mask reconfigurations
 
     @model_validator(mode="after")
     def _uniform_needs_rate(self):
@@ -479,7 +483,7 @@ class FedDUMAPConfig(_ServerDataMethod):
         return self
 
     def strategy(self, b: Build):
-        if self.prune_round is not None and self.prune != "unstructured" and \
+        if self.prune_round is not None and self.prune not in ("unstructured", "adaptive") and \
                 any(isinstance(m, torch.nn.RNNBase) for m in b.costs.model.modules()):
             raise TestbedError(f"algorithm.prune: {self.name} removes conv filters, which needs a feed-forward "
                                "model; use prune: unstructured (IMC's mask) or a conv model")
@@ -487,7 +491,8 @@ class FedDUMAPConfig(_ServerDataMethod):
         client = replace(b.client, lr=b.client.lr * (1 - beta), momentum=beta) if beta else b.client
         return FedDUMAP(client, b.costs, b.shared, self.server_update, self.fixed_steps, self.C, self.decay,
                         self.server_momentum, self.server_lr, self.prune_round, self.prune, self.prune_rate,
-                        self.lanczos_steps, self.hessian_samples, self.rank_samples, b.down, b.up)
+                        self.lanczos_steps, self.hessian_samples, self.rank_samples, b.down, b.up,
+                        self.reconfigure_every)
 
 
 class FedDUConfig(FedDUMAPConfig):
@@ -529,13 +534,18 @@ class FedAPConfig(FedDUAPConfig):
 
 class HRankConfig(FedAPConfig):
     name: Literal["hrank"]
-    prune: Literal["hessian", "uniform", "unstructured"] = "uniform"
+    prune: Prune = "uniform"
     prune_rate: Fraction | None = 0.4
 
 
 class IMCConfig(FedAPConfig):
     name: Literal["imc"]
-    prune: Literal["hessian", "uniform", "unstructured"] = "unstructured"
+    prune: Prune = "unstructured"
+
+
+class PruneFLConfig(FedAPConfig):
+    name: Literal["prunefl"]
+    prune: Prune = "adaptive"
 
 
 class HybridFLConfig(FedDUConfig):
@@ -547,10 +557,12 @@ Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagr
                             FedYogiConfig, FedLPSConfig, FLSTConfig, RCRConfig, PartialConfig, HeteroFLConfig,
                             FjORDConfig, FedRolexConfig, EFDConfig, FedMPConfig, FedAdamMomentsConfig,
                             FedAdamSSMConfig, FedAdamTopConfig, FedAdamSSMMConfig, FedAdamSSMVConfig,
-                            FairnessTopConfig, OneBitAdamConfig, EfficientAdamConfig, FedLionConfig, MFLConfig, FAFEDConfig, FedDAConfig, FAdamGTConfig,
+                            FairnessTopConfig, OneBitAdamConfig, EfficientAdamConfig, FedLionConfig, MFLConfig,
+                            FAFEDConfig, FedDAConfig, FAdamGTConfig,
                             FAdamETConfig, LocalAdamConfig, ScaffoldConfig, FedLADAConfig,
                             DataSharingConfig, FedDUMAPConfig, FedDUConfig, FedDUSConfig, FedDUMConfig, ServerMConfig,
-                            DeviceMConfig, FedDUAPConfig, FedAPConfig, HRankConfig, IMCConfig, HybridFLConfig],
+                            DeviceMConfig, FedDUAPConfig, FedAPConfig, HRankConfig, IMCConfig, PruneFLConfig,
+                            HybridFLConfig],
                       Field(discriminator="name")]
 
 

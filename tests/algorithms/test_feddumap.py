@@ -300,3 +300,73 @@ def test_structured_pruning_of_a_recurrent_model_is_refused_in_one_line():
     build = SimpleNamespace(costs=SimpleNamespace(model=nn.Sequential(nn.LSTM(2, 2))))
     with pytest.raises(TestbedError, match="algorithm.prune: fedap removes conv filters"):
         FedAPConfig(name="fedap").strategy(build)
+
+
+def test_prunefl_importance_is_the_summed_squared_gradient_by_hand():
+    """Logistic regression z = W x + b on one sample per minibatch: dL/dz = softmax(z) - onehot(y), so
+    dL/dW = (softmax(z) - onehot(y)) x^T. With W = 0, b = 0 and 3 classes softmax is 1/3 each: sample x = (1, 2),
+    y = 0 gives dL/dW rows (-2/3, -4/3), (1/3, 2/3), (1/3, 2/3); x = (0, 1), y = 2 gives (0, 1/3), (0, 1/3),
+    (0, -2/3). Summed squares: W = [[4/9, 17/9], [1/9, 5/9], [1/9, 8/9]], b = [4/9 + 1/9, 1/9 + 1/9, 1/9 + 4/9]."""
+    from testbed.algorithms.server_side import squared_gradients
+
+    model = nn.Linear(2, 3)
+    params = {"weight": torch.zeros(3, 2), "bias": torch.zeros(3)}
+    x, y = torch.tensor([[1.0, 2.0], [0.0, 1.0]]), torch.tensor([0, 2])
+    total = squared_gradients(model, params, x, y, batch_size=1, rng=np.random.default_rng(0))
+    assert total["weight"].reshape(-1).tolist() == pytest.approx([4 / 9, 17 / 9, 1 / 9, 5 / 9, 1 / 9, 8 / 9])
+    assert total["bias"].tolist() == pytest.approx([5 / 9, 2 / 9, 5 / 9])
+
+
+def test_prunefl_reconfigures_its_mask_to_the_largest_importance(blobs):
+    """PruneFL on logreg: IMC's mask at round 1, then every round the same number of entries re-chosen by
+    importance on the server data; entries outside the mask are zero; the pass over n0 = 5 server samples costs
+    training_flops(18, 5) = 270 server FLOPs; serial = batched."""
+    runs = []
+    for executor in ("serial", "batched"):
+        raw = tiny_server({"name": "prunefl", "prune_round": 1, "reconfigure_every": 1, "prune_rate": 0.5},
+                          executor=executor, rounds=3)
+        exp = sc.build(sc.validate(raw, "test"))
+        states = []
+        strategy = exp.strategy
+
+        class Keep:
+            def __getattr__(self, name):
+                return getattr(strategy, name)
+
+            def aggregate(self, state, round, arrivals, failures):
+                state, metrics = strategy.aggregate(state, round, arrivals, failures)
+                states.append(state)
+                return state, metrics
+
+        exp.strategy = Keep()
+        records = []
+        from testbed.engine import Engine
+
+        Engine(exp, lambda record, rows: records.append(record)).run()
+        runs.append((pd.DataFrame(records), states))
+    (rounds, states), (batched, _) = runs
+    pd.testing.assert_frame_equal(rounds, batched)
+    assert rounds["server_flops"].tolist()[1:] == [training_flops(18, 5)] * 2 == [270, 270]
+    counts = [int(sum(h.sum() for h in s.optimizer["held"].values())) for s in states]
+    assert counts == [12, 12, 12]  # V = the floor(21 x 0.5) = 10th smallest |v|; the 9 below it are pruned
+    for s in states:
+        assert all(torch.all(s.params[n][h == 0] == 0) for n, h in s.optimizer["held"].items())
+    assert any(not torch.equal(states[0].optimizer["held"][n], states[2].optimizer["held"][n])
+               for n in states[0].params)              # the mask moved
+
+
+def test_prunefl_keeps_the_entries_of_largest_importance(blobs):
+    from testbed.algorithms.server_side import squared_gradients
+
+    exp = sc.build(sc.validate(tiny_server({"name": "prunefl", "prune_round": 1}), "test"))
+    strategy = exp.strategy
+    params = {n: torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) for n, p in
+              exp.model.named_parameters()}
+    held = {n: (torch.arange(p.numel()) % 3 == 0).float().reshape(p.shape) for n, p in params.items()}
+    masks, flops = strategy._reconfigure(params, held, 4)
+    importance = squared_gradients(strategy.costs.model, params, strategy.shared.x, strategy.shared.y,
+                                   strategy.client.batch_size, strategy.shared.rng(0, 4))
+    kept = torch.cat([importance[n][masks[n] == 1] for n in params])
+    dropped = torch.cat([importance[n][masks[n] == 0] for n in params])
+    assert len(kept) == sum(int(h.sum()) for h in held.values()) and kept.min() >= dropped.max()
+    assert flops == training_flops(18, 5)
