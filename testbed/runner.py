@@ -28,7 +28,7 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
         raise TestbedError(f"{source}: {err}") from None
     start = checkpoint.load(run_folder(out, scenario), resolved(scenario)) if resume else None
     writer = RunWriter(out, exp, start)
-    uplink = 0
+    uplink = resumed_uplink(writer.path) if start else 0  # the bar's uplink total goes on where it stopped
     with tqdm(total=scenario.stop.max_rounds, initial=start.round if start else 0, unit="round",
               desc=scenario.name, disable=quiet) as bar:
         def on_round(record: dict, events: list[dict]) -> None:
@@ -50,3 +50,10 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
                          else f"crashed: {type(err).__name__}: {err}")
             raise
     return writer.path, writer.close()
+
+
+def resumed_uplink(run: Path) -> int:
+    """The uplink bytes of the rounds a resumed run keeps (rounds.csv, cut back to its checkpoint)."""
+    import pandas as pd
+
+    return int(pd.read_csv(run / "rounds.csv")["bytes_up"].sum())
