@@ -204,8 +204,8 @@ class Engine:
             server_flops = int(metrics.pop("server_flops", 0))
             server_rows = yield from self._server_work(env, r, server_flops)
             record = self._record(r, t_start, len(online), tasks, timelines, play, metrics)
-            record |= {"t_end_s": env.now, "server_flops": server_flops}  # tables: files a strategy writes once
-            record |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # (FedAP's pruning rates)
+            record |= {"t_end_s": env.now, "server_flops": server_flops}  # the round ends after the server's work
+            record |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # e.g. pruning.csv, (re)written
             evaluated = r % cfg.eval.every_rounds == 0 or r == cfg.stop.max_rounds
             if evaluated:
                 record |= self._evaluate(state)

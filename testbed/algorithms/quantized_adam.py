@@ -41,6 +41,14 @@ def _part(key: str) -> str:
     return key.split(":")[0] if ":" in key else ""
 
 
+def _with_feedback(codec: Sign, change: Params, error: Params) -> tuple[Params, Params, Params]:
+    """Error feedback, the same on a device and on the server: y = change + e, sent C(y), e' = y - C(y);
+    returns (y, C(y), e')."""
+    y = {k: t + error.get(k, 0.0) for k, t in change.items()}
+    sent = transmit(codec, y, model_shapes(codec, y))
+    return y, sent, {k: y[k] - sent[k] for k in y}
+
+
 @dataclass(frozen=True)
 class ErrorFeedbackAdam(MomentAveraging):
     client: LocalAdam
@@ -79,8 +87,7 @@ class ErrorFeedbackAdam(MomentAveraging):
     def start(self, task: Task, received: Params) -> tuple[Params, Params]:
         model, parts = split_parts(self._state(task, received))
         if self.local_moments:
-            own = task.local.get("moments") or self.client.init(model)
-            return model, own
+            return model, task.local.get("moments") or self.client.init(model)
         moments = self.client.pack({n: parts[f"m:{n}"] for n in model}, {n: parts[f"v:{n}"] for n in model})
         frozen = {"beta2": torch.ones((), dtype=torch.float64)} if task.round > self.warmup_rounds else {}
         return model, moments | frozen
@@ -95,8 +102,7 @@ class ErrorFeedbackAdam(MomentAveraging):
         if task.round <= self.warmup_rounds:
             return Result(change, stats, kept)
         change = {k: t for k, t in change.items() if _part(k) in self.up.parts}  # V's is zero: frozen
-        y = {k: t + task.local.get("error", {}).get(k, 0.0) for k, t in change.items()}
-        kept["error"] = {k: t - c for (k, t), c in zip(y.items(), transmit(self.up, y).values())}
+        y, _, kept["error"] = _with_feedback(self.up, change, task.local.get("error", {}))
         return Result(y, stats, kept)
 
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
@@ -106,10 +112,9 @@ class ErrorFeedbackAdam(MomentAveraging):
         if not arrivals or round <= self.warmup_rounds:
             return super().aggregate(state, round, arrivals, failures)
         mean = weighted_mean([a.update for a in arrivals], [1.0 if self.uniform else a.num_samples for a in arrivals])
-        z = {k: t + state.optimizer.get("error", {}).get(k, 0.0) for k, t in mean.items()}
-        sent = transmit(self.up, z, model_shapes(self.up, z))
+        _, sent, error = _with_feedback(self.up, mean, state.optimizer.get("error", {}))
         params = {n: p + sent[n] for n, p in state.params.items()}
         optimizer = {part: {n: t + sent.get(f"{part}:{n}", 0.0) for n, t in state.optimizer[part].items()}
                      for part in self.PARTS}
-        optimizer |= {"error": {k: z[k] - sent[k] for k in z}, "q": {_q(k): t for k, t in sent.items()}}
+        optimizer |= {"error": error, "q": {_q(k): t for k, t in sent.items()}}
         return ServerState(params, optimizer, state.clients), {"train_loss": mean_metric(arrivals, "train_loss")}
