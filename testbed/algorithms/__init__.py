@@ -14,4 +14,5 @@ from testbed.algorithms.ratios import (EUCB, PUCBV, CapabilityRatio, Feedback, F
 __all__ = ["Arrival", "Failure", "Result", "RoundContext", "ServerState", "Strategy", "Task", "Timeline",
            "holder_mean", "select_uniform", "weighted_mean", "FedAvg", "ServerAdagrad", "ServerAdam", "ServerSGD",
            "ServerYogi", "FedLPS", "PartialModel", "EUCB", "PUCBV", "CapabilityRatio", "Feedback", "FixedRatio",
-           "LevelsUpToCapability", "xi_for", "SparseFedAdam", "ErrorFeedbackAdam", "FedLion", "MFL", "FAFED", "FedDA", "MomentAveraging", "Tracking", "FedLADA"]
+           "LevelsUpToCapability", "xi_for", "SparseFedAdam", "ErrorFeedbackAdam", "FedLion", "MFL", "FAFED",
+           "FedDA", "MomentAveraging", "Tracking", "FedLADA"]

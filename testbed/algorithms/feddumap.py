@@ -23,10 +23,11 @@ w_{t-1/2} = sum_k (n_k / n') w_k:
 The server's own work (its SGD steps, scoring D0, the Hessian estimates, the rank passes) is reported as
 metrics["server_flops"], which the engine charges to the server profile on the clock.
 Deviations: PruneFL's importance is measured on the server's data by the server (charged to its clock), not
-accumulated by the devices during their training and uploaded. P'_t and n' are of the devices that arrived (the ones aggregated), not of all selected. The
-participants of the pruning rate are the server and the devices of round T_p, not all N devices (a Lanczos run
-per device would cost more than the run), and their estimates are charged to the server's clock; each uses the
-global model on its own first `hessian_samples` samples (spec §9.7). The devices' learning rate does not decay.
+accumulated by the devices during their training and uploaded. P'_t and n' are of the devices that arrived
+(the ones aggregated), not of all selected. The participants of the pruning rate are the server and the devices
+of round T_p, not all N devices (a Lanczos run per device would cost more than the run), and their estimates are
+charged to the server's clock; each uses the global model on its own first `hessian_samples` samples (spec
+§9.7). The devices' learning rate does not decay.
 """
 from __future__ import annotations
 
