@@ -1,10 +1,14 @@
-"""What one kind of device can do: compute rate, link speeds, latency, and where the figures come from."""
+"""What one kind of device can do: compute rate, link speeds, latency, power draw, the memory it can train in,
+and where the figures come from."""
 import dataclasses
 import math
 from dataclasses import dataclass
 from numbers import Real
 
 _POSITIVE_FIELDS = ("peak_flops", "up_Bps", "down_Bps")
+# Resource figures: None where a profile has none; a scenario that models the resource then asks for one.
+POWER_FIELDS = ("train_W", "up_W", "down_W", "idle_W")
+RESOURCE_FIELDS = POWER_FIELDS + ("memory_bytes",)
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,12 @@ class DeviceProfile:
     down_Bps: float  # downlink bytes/s
     latency_s: float  # one-way network latency, seconds
     source: str  # where each figure comes from (or "assumed: why")
+    # Power the whole device draws in each phase, watts: training, sending, receiving, and idle (awake, waiting)
+    train_W: float | None = None
+    up_W: float | None = None
+    down_W: float | None = None
+    idle_W: float | None = None
+    memory_bytes: float | None = None  # RAM a training process may use (total RAM less the OS and apps)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -31,6 +41,10 @@ class DeviceProfile:
             _set_number(self, field, lambda x: x > 0, "a finite number > 0")
         _set_number(self, "efficiency", lambda x: 0 < x <= 1, "a number in (0, 1]")
         _set_number(self, "latency_s", lambda x: x >= 0, "a finite number >= 0")
+        for field in RESOURCE_FIELDS:
+            if getattr(self, field) is not None:
+                _set_number(self, field, lambda x: x >= 0 if field in POWER_FIELDS else x > 0,
+                            "a finite number >= 0" if field in POWER_FIELDS else "a finite number > 0")
 
     @property
     def train_flops_per_s(self) -> float:
