@@ -1,6 +1,7 @@
 """Training memory footprint of a device's task, computed from the model (never configured).
 
-footprint = parameters + gradients + optimizer state + activations (the input batch included) + extra, in bytes:
+footprint = parameters + gradients + optimizer state + activations (the input batch included) + backward + extra,
+in bytes:
 - parameters: sum of numel * element_size over the (sub)model's parameters (model.named_parameters(): a tied
   weight once); buffers (BatchNorm statistics) are not counted.
 - gradients: the same again, one gradient per trained parameter.
@@ -11,6 +12,8 @@ footprint = parameters + gradients + optimizer state + activations (the input ba
   expanded to the batch (contiguous), recording with torch.autograd.graph.saved_tensors_hooks every tensor
   autograd saves for backward; each distinct storage counts once (by untyped_storage().data_ptr()), storages of
   parameters and buffers are not activations, and the input batch and the labels always count.
+- backward: the largest single saved storage of a tensor that requires a gradient (not a parameter's), once: the
+  peak of backward holds one activation's gradient (as big as that activation) beside the activations still saved.
 - extra: per-client tensors a strategy sends besides the model (masks, control variates), `extra_bytes`, fixed.
 Submodels (FedLPS, HeteroFL, FjORD, FedRolex, FedMP train a fraction `ratio` of each layer's units):
 - parameters, gradients, optimizer state: exactly what the structured submodel holds (submodel.structure of
@@ -18,12 +21,11 @@ Submodels (FedLPS, HeteroFL, FjORD, FedRolex, FedMP train a fraction `ratio` of 
   unsliced parameters whole; the optimizer state is `optimizer.init` of tensors of those shapes.
 - activations: input batch + (full activations - input batch) * ratio, an approximation: each hidden layer keeps
   a fraction `ratio` of its units, so its saved outputs shrink by about `ratio` (a conv's saved input shrinks with
-  the previous layer's units, the classifier's logits do not shrink at all).
+  the previous layer's units, the classifier's logits do not shrink at all); backward: the full model's * ratio.
 - models that `structure` rejects (recurrent ones): parameters, gradients and optimizer state are the full
   model's times `ratio` (an approximation: an LSTM's gate matrices shrink by about ratio**2).
-ratio = 1 gives exactly the full model's footprint. Not counted: the transient tensors backward allocates (the
-gradient of each activation while its node runs) and the optimizer step's temporaries, which depend on the
-implementation.
+ratio = 1 gives exactly the full model's footprint. Not counted: backward's other transients (beside the largest
+activation's gradient) and the optimizer step's temporaries, which depend on the implementation.
 """
 from __future__ import annotations
 
@@ -41,17 +43,19 @@ from testbed.submodel import structure, unit_masks
 
 @dataclass(frozen=True)
 class Footprint:
-    """Bytes a device needs to train; `activations` includes the input batch and its labels."""
+    """Bytes a device needs to train; `activations` includes the input batch and its labels, `backward` is the
+    gradient backward allocates for the largest saved activation while that activation is still held."""
 
     params: int
     grads: int
     optimizer: int
     activations: int
+    backward: int = 0
     extra: int = 0
 
     @property
     def total(self) -> int:
-        return self.params + self.grads + self.optimizer + self.activations + self.extra
+        return self.params + self.grads + self.optimizer + self.activations + self.backward + self.extra
 
 
 def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -63,17 +67,20 @@ def _storage_bytes(tensors: Iterable[torch.Tensor]) -> dict[int, int]:
     return {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
 
 
-def _saved_activation_bytes(model: nn.Module, example: torch.Tensor, batch_size: int) -> tuple[int, int]:
-    """(activations, input batch) in bytes for one training forward pass at `batch_size`, as the module docstring
-    defines them; the input batch is the inputs and the labels. Leaves the model's parameters, buffers, mode and
-    torch's global RNG as they were."""
+def _saved_activation_bytes(model: nn.Module, example: torch.Tensor, batch_size: int) -> tuple[int, int, int]:
+    """(activations, input batch, backward) in bytes for one training forward pass at `batch_size`, as the module
+    docstring defines them; the input batch is the inputs and the labels. Leaves the model's parameters, buffers,
+    mode and torch's global RNG as they were."""
     params = dict(model.named_parameters())
     buffers = {n: b.clone() for n, b in model.named_buffers()}  # BatchNorm updates these clones, not the model
     owned = set(_storage_bytes([*params.values(), *buffers.values()]))
     saved: dict[int, int] = {}
+    differentiable: dict[int, int] = {}  # the saved storages of tensors that backward computes a gradient for
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         saved.update(_storage_bytes([t]))
+        if t.requires_grad:
+            differentiable.update(_storage_bytes([t]))
         return t
 
     was_training = model.training
@@ -93,7 +100,8 @@ def _saved_activation_bytes(model: nn.Module, example: torch.Tensor, batch_size:
         model.train(was_training)
     batch = _storage_bytes([x, y])
     saved.update(batch)
-    return sum(n for ptr, n in saved.items() if ptr not in owned), sum(batch.values())
+    backward = max((n for ptr, n in differentiable.items() if ptr not in owned), default=0)
+    return sum(n for ptr, n in saved.items() if ptr not in owned), sum(batch.values()), backward
 
 
 def _meta(shapes: dict[str, tuple[tuple[int, ...], torch.dtype]]) -> dict[str, torch.Tensor]:
@@ -108,7 +116,7 @@ class TrainingMemory:
     def __init__(self, model: nn.Module, example: torch.Tensor, optimizer, extra_bytes: int = 0):
         self.model, self.example, self.optimizer = model, example[:1], optimizer
         self.extra_bytes = int(extra_bytes)
-        self._activations: tuple[int, int] | None = None
+        self._activations: tuple[int, int, int] | None = None
         self._cache: dict[float, Footprint] = {}
 
     def footprint(self, ratio: float = 1.0) -> Footprint:
@@ -143,7 +151,7 @@ class TrainingMemory:
     def _count(self, ratio: float) -> Footprint:
         if self._activations is None:
             self._activations = _saved_activation_bytes(self.model, self.example, self.optimizer.batch_size)
-        activations, batch = self._activations
+        activations, batch, backward = self._activations
         params = dict(self.model.named_parameters())
         shapes = {n: (tuple(p.shape), p.dtype) for n, p in params.items()}
         scale = 1.0  # of the parameters, gradients and optimizer state: ratio for models structure rejects
@@ -162,10 +170,11 @@ class TrainingMemory:
                         dims[1] = int(columns.sum())
                     shapes[name] = (tuple(dims), dtype)
             activations = batch + round((activations - batch) * ratio)
+            backward = round(backward * ratio)
         held = _meta(shapes)
         param_bytes = round(_nbytes(held.values()) * scale)
         optimizer_bytes = round(_nbytes(self.optimizer.init(held).values()) * scale)
-        return Footprint(param_bytes, param_bytes, optimizer_bytes, activations, self.extra_bytes)
+        return Footprint(param_bytes, param_bytes, optimizer_bytes, activations, backward, self.extra_bytes)
 
 
 __all__ = ["Footprint", "TrainingMemory"]

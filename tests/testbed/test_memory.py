@@ -23,6 +23,9 @@ MLP_PARAMS = (6 * 16 + 16 + 16 * 3 + 3) * FLOAT
 # nll_loss saves the labels (8 int64) and its 0-d float total_weight. The first Linear's output is not kept.
 MLP_ACTIVATIONS = 8 * 6 * FLOAT + 8 * 16 * FLOAT + 8 * 3 * FLOAT + 8 * 8 + FLOAT
 assert MLP_ACTIVATIONS == 868
+# Backward's transient: the largest saved storage that needs a gradient is ReLU's result (8x16 floats; x needs
+# none, log_softmax's result is 8x3): the second addmm's backward allocates its gradient while it is still saved.
+MLP_BACKWARD = 8 * 16 * FLOAT
 
 
 def _mlp() -> nn.Module:
@@ -36,8 +39,8 @@ def _mlp() -> nn.Module:
 ])
 def test_mlp_footprint_by_hand(optimizer, state):
     footprint = TrainingMemory(_mlp(), torch.zeros(1, 6), optimizer, extra_bytes=100).footprint()
-    assert footprint == Footprint(MLP_PARAMS, MLP_PARAMS, state, MLP_ACTIVATIONS, 100)
-    assert footprint.total == 2 * MLP_PARAMS + state + MLP_ACTIVATIONS + 100
+    assert footprint == Footprint(MLP_PARAMS, MLP_PARAMS, state, MLP_ACTIVATIONS, MLP_BACKWARD, 100)
+    assert footprint.total == 2 * MLP_PARAMS + state + MLP_ACTIVATIONS + MLP_BACKWARD + 100
 
 
 def _quickstart():
@@ -99,12 +102,13 @@ def test_quickstart_cnn_footprint_matches_torch_allocations(local, torch_optimiz
     assert abs(measured["held_before"] - footprint.params - footprint.optimizer) <= 4 * len(list(model.parameters()))
     # The total: torch's peak (parameters and optimizer state held, plus the running sum's peak through forward and
     # backward) against the footprint. The peak comes in the first max-pool's backward: the gradient of conv1's
-    # output (10x32x24x24 floats) is allocated while conv1's output is still saved and all the gradients but
-    # conv1's exist, and such transients are not in the footprint, which in turn counts the activations already
-    # freed by then: SGD -6.4% (footprint 6,285,492 B, torch 6,711,848 B), Adam -3.8% (10,941,708 B vs 11,368,088 B).
+    # output (10x32x24x24 floats, the largest saved activation) is allocated while conv1's output is still saved
+    # and all the gradients but conv1's exist. The footprint counts that gradient (`backward`) and also the
+    # activations already freed by then, so it lies a little above: SGD +4.6% (footprint 7,022,772 B, torch
+    # 6,711,848 B), Adam +2.7% (11,678,988 B vs 11,368,088 B).
+    assert footprint.backward == client["batch_size"] * 32 * 24 * 24 * FLOAT
     peak = measured["held_before"] + measured["peak"]
-    assert footprint.total < peak
-    assert abs(footprint.total - peak) / peak < 0.07
+    assert abs(footprint.total - peak) / peak <= 0.05
 
 
 def test_submodel_footprint_counts_the_structured_half_width_network():
@@ -119,6 +123,7 @@ def test_submodel_footprint_counts_the_structured_half_width_network():
     assert half.optimizer == 2 * half.params + 8
     batch = client["batch_size"] * (28 * 28 * FLOAT + 8)
     assert half.activations == batch + round((full.activations - batch) * 0.5)
+    assert half.backward == round(full.backward * 0.5) > 0
     assert half.total < full.total
     whole = sum(p.numel() for p in model.parameters()) * FLOAT
     assert (full.params, full.optimizer) == (whole, 2 * whole + 8)
