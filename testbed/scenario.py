@@ -32,6 +32,7 @@ from testbed.schema.algorithms import Algorithm, Build, runs_async
 from testbed.schema.common import Fraction, Strict, registered, relative_to_scenario
 from testbed.schema.fleet import Fleet, Server
 from testbed.schema.protocol import Protocol, SyncProtocol
+from testbed.schema.resources import Resources
 from testbed.submodel import SubmodelCosts
 
 # ---- data, model, training -----------------------------------------------------------------------------
@@ -223,6 +224,17 @@ class Scenario(Strict):
     device_state: DeviceState = DeviceState()
     checkpoint: Checkpointing = Checkpointing()
     executor: Executor = SerialExecutor()
+    resources: Resources = Resources()
+
+    @property
+    def energy_on(self) -> bool:
+        """Energy is accounted when asked for, or where a battery needs it."""
+        return self.resources.energy or any(g.battery for g in self.fleet.groups)
+
+    @property
+    def memory_on(self) -> bool:
+        """Memory limits hold when asked for, or where a group sets its devices' memory."""
+        return self.resources.memory or any(g.memory_MB is not None for g in self.fleet.groups)
 
     @property
     def updates_per_aggregation(self) -> int:

@@ -30,3 +30,11 @@ def relative_to_scenario(path: Path, info: ValidationInfo) -> Path:
     return path if path.is_absolute() else Path((info.context or {}).get("base_dir", ".")) / path
 
 
+
+
+def existing_file(path: Path, info: ValidationInfo, what: str) -> Path:
+    """The file a field names, resolved against the scenario's folder; refused where there is none."""
+    resolved = relative_to_scenario(path, info)
+    if not resolved.is_file():
+        raise ValueError(f"no {what} at {resolved}; give a path relative to the scenario file")
+    return resolved

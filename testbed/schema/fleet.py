@@ -1,76 +1,22 @@
 """The fleet's section of the scenario schema: device groups (a catalog profile, overrides of its figures,
-availability, capability tiers) and the server's hardware."""
+availability, capability tiers, and optionally a battery and fluctuating speed and bandwidth) and the server's
+hardware."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Literal
 
 from pydantic import (Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationInfo, field_validator,
                       model_validator)
 
 import devices
-from testbed.errors import TestbedError
-from testbed.schema.common import Capability, Strict, registered, relative_to_scenario
+from testbed.schema.availability import AlwaysOn, Availability
+from testbed.schema.common import Capability, Strict, registered
+from testbed.schema.resources import Battery, Rate
 
 
-class AlwaysOn(Strict):
-    kind: Literal["always_on"] = "always_on"
-
-    def model(self):
-        return devices.AlwaysOn()
-
-
-class Markov(Strict):
-    """On/off periods with exponential durations."""
-
-    kind: Literal["markov"]
-    mean_on_s: PositiveFloat
-    mean_off_s: PositiveFloat
-    start: Literal["stationary", "on", "off"] = "stationary"
-
-    def model(self):
-        return devices.MarkovOnOff(self.mean_on_s, self.mean_off_s, self.start)
-
-
-class Diurnal(Strict):
-    """Online every night in a local window (phones charging), with daily jitter and time-zone spread."""
-
-    kind: Literal["diurnal"]
-    on_hour: float = Field(22.0, ge=0, lt=24)
-    off_hour: float = Field(6.0, ge=0, lt=24)
-    jitter_s: NonNegativeFloat = 1800.0
-    timezone_spread_h: float = Field(0.0, ge=0, le=24)
-
-    def model(self):
-        return devices.Diurnal(self.on_hour, self.off_hour, self.jitter_s, self.timezone_spread_h)
-
-
-class Trace(Strict):
-    """Replays recorded on-intervals: a CSV `device,start_s,end_s`, or FedScale's client_behave_trace."""
-
-    kind: Literal["trace"]
-    file: Path
-    format: Literal["intervals", "fedscale"] = "intervals"
-    assignment: Literal["cycle", "random"] = "cycle"
-
-    @field_validator("file")
-    @classmethod
-    def _exists(cls, path: Path, info: ValidationInfo) -> Path:
-        resolved = relative_to_scenario(path, info)
-        if not resolved.is_file():
-            raise ValueError(f"no trace file at {resolved}; give a path relative to the scenario file")
-        return resolved
-
-    def model(self):
-        load = devices.load_fedscale_trace if self.format == "fedscale" else devices.load_interval_trace
-        try:
-            trace = load(self.file)
-        except (OSError, ValueError) as err:
-            raise TestbedError(str(err)) from None
-        return devices.TraceIntervals(trace.traces, trace.period_s, self.assignment)
-
-
-Availability = Annotated[Union[AlwaysOn, Markov, Diurnal, Trace], Field(discriminator="kind")]
+MB = 2**20
+PROFILE_OVERRIDES = ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s",
+                     "train_W", "up_W", "down_W", "idle_W")
 
 
 class DeviceGroup(Strict):
@@ -85,6 +31,15 @@ class DeviceGroup(Strict):
     up_Bps: PositiveFloat | None = None
     down_Bps: PositiveFloat | None = None
     latency_s: NonNegativeFloat | None = None
+    train_W: NonNegativeFloat | None = None     # watts while training, sending, receiving, idle
+    up_W: NonNegativeFloat | None = None
+    down_W: NonNegativeFloat | None = None
+    idle_W: NonNegativeFloat | None = None
+    memory_MB: PositiveFloat | None = None      # RAM a training process may use; MB = 2**20 bytes, as RAM is quoted
+    # Resource processes, each off unless given:
+    battery: Battery | None = None
+    speed: Rate | None = None                   # scales the group's FLOP/s over time
+    bandwidth: Rate | None = None               # scales its uplink and downlink rates over time
 
     @model_validator(mode="after")
     def _resample_needs_tiers(self):
@@ -94,12 +49,14 @@ class DeviceGroup(Strict):
 
     def spec(self, tiers_kept: int | None = None):
         """The group as devices build it; tiers_kept: only the first so many of its tiers (fleet.heterogeneity)."""
-        overrides = {k: getattr(self, k) for k in ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s")
-                     if getattr(self, k) is not None}
+        overrides = {k: getattr(self, k) for k in PROFILE_OVERRIDES if getattr(self, k) is not None}
+        if self.memory_MB is not None:
+            overrides["memory_bytes"] = self.memory_MB * MB
         profile = devices.get_profile(self.profile).with_overrides(**overrides)
         return devices.GroupSpec(profile, self.count, self.availability.model(),
                                  tuple(self.tiers[:tiers_kept]) if self.tiers else None,
-                                 self.resample_tiers_each_round)
+                                 self.resample_tiers_each_round, self.battery and self.battery.spec(),
+                                 self.speed and self.speed.model(), self.bandwidth and self.bandwidth.model())
 
 
 # fleet.heterogeneity: how many of each tiered group's tiers are kept, from the first (FedLPS: 2, 3 or all 5)
