@@ -6,14 +6,19 @@ from typing import Sequence
 import numpy as np
 
 from .availability import AlwaysOn, Availability, AvailabilityModel
+from .battery import Batteries, BatterySpec
 from .intervals import read_only
-from .profiles import DeviceProfile
+from .profiles import POWER_FIELDS, DeviceProfile
+from .rates import Constant, Rates
 from .seeding import child_seed
 
 # Independent random streams under the fleet's seed, one a purpose, so that none shifts another.
 STATIC_TIERS_STREAM = 0  # key (STATIC_TIERS_STREAM, group): a group's tiers drawn once
 ROUND_TIERS_STREAM = 1  # key (ROUND_TIERS_STREAM, round, group): a dynamic group's tiers in one round
 AVAILABILITY_STREAM = 2  # key (AVAILABILITY_STREAM,): every device's on/off intervals
+SPEED_STREAM = 3  # key (SPEED_STREAM,): every device's FLOP/s factor over time
+BANDWIDTH_STREAM = 4  # key (BANDWIDTH_STREAM,): every device's link-rate factor over time
+BATTERY_STREAM = 5  # key (BATTERY_STREAM,): initial levels and charging intervals
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,9 @@ class GroupSpec:
     availability: AvailabilityModel = AlwaysOn()
     tiers: tuple[float, ...] | None = None
     resample_tiers_each_round: bool = False
+    battery: BatterySpec | None = None
+    speed: object | None = None       # a rate model of devices/rates.py
+    bandwidth: object | None = None
 
     def __post_init__(self):
         if not isinstance(self.profile, DeviceProfile):
@@ -59,9 +67,14 @@ class Fleet:
     up_Bps: np.ndarray
     down_Bps: np.ndarray
     latency_s: np.ndarray
+    power_W: dict[str, np.ndarray]  # (n,) watts per POWER_FIELDS name; NaN where the profile has no figure
+    memory_bytes: np.ndarray  # (n,) RAM for training; NaN where the profile has no figure
     availability: Availability
     groups: tuple[GroupSpec, ...]
     seed: np.random.SeedSequence
+    speed: Rates | None = None  # None: no group's FLOP/s fluctuates
+    bandwidth: Rates | None = None
+    batteries: Batteries | None = None  # None: no group has a battery
 
     @classmethod
     def build(cls, groups: Sequence[GroupSpec], seed: np.random.SeedSequence) -> "Fleet":
@@ -74,6 +87,16 @@ class Fleet:
             return read_only(np.repeat(np.asarray(values, dtype=dtype), counts))
 
         profiles = [g.profile for g in groups]
+
+        def figure(field):
+            return per_device([np.nan if getattr(p, field) is None else getattr(p, field) for p in profiles])
+
+        def rates(field, stream):
+            models = [getattr(g, field) for g in groups]
+            if all(m is None for m in models):
+                return None
+            return Rates([(m or Constant(), c) for m, c in zip(models, counts)], child_seed(seed, stream))
+
         return cls(
             profile_name=per_device([p.name for p in profiles], dtype=str),
             group=per_device(range(len(groups)), dtype=np.int64),
@@ -82,11 +105,17 @@ class Fleet:
             up_Bps=per_device([p.up_Bps for p in profiles]),
             down_Bps=per_device([p.down_Bps for p in profiles]),
             latency_s=per_device([p.latency_s for p in profiles]),
+            power_W={field: figure(field) for field in POWER_FIELDS},
+            memory_bytes=figure("memory_bytes"),
             availability=Availability(
                 [(g.availability, g.count) for g in groups], child_seed(seed, AVAILABILITY_STREAM)
             ),
             groups=groups,
             seed=seed,
+            speed=rates("speed", SPEED_STREAM),
+            bandwidth=rates("bandwidth", BANDWIDTH_STREAM),
+            batteries=None if all(g.battery is None for g in groups) else
+            Batteries([(g.battery, g.count) for g in groups], child_seed(seed, BATTERY_STREAM)),
         )
 
     @property
