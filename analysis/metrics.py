@@ -7,6 +7,7 @@ plain Python value, so the testbed can write it straight to summary.json (NaN be
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -61,12 +62,15 @@ def first_reaching(rounds: pd.DataFrame, target: float, metric: str = "accuracy"
 def cost_to_accuracy(rounds: pd.DataFrame, target: float, metric: str = "accuracy") -> dict:
     """What it took for `metric` to first reach `target`: the simulated time and round number at which it
     was reached, how many rounds that was, and bytes / FLOPs spent up to and including that round
-    (wasted work included). All values are None when the target was never reached."""
+    (wasted work included), and joules where the run accounts energy. All values are None when the target was
+    never reached."""
+    keys = COST_KEYS + (("energy_J",) if "energy_J" in rounds else ())
     position = first_reaching(rounds, target, metric)
     if position is None:
-        return dict.fromkeys(COST_KEYS)
+        return dict.fromkeys(keys)
     spent = rounds.iloc[: position + 1]
-    return {
+    energy = {"energy_J": math.fsum(spent["energy_J"])} if "energy_J" in rounds else {}
+    return energy | {
         "time_s": float(spent["t_end_s"].iloc[-1]),
         "round": int(spent["round"].iloc[-1]),
         "rounds": len(spent),
@@ -112,12 +116,23 @@ def summarize(rounds: pd.DataFrame, targets: list[float] = ()) -> dict:
         # async runs only (sync summary.json files keep their keys): updates too stale, tasks cut at the end
         **{f"{column}_total": total(column) for column in ("stale", "unfinished") if column in rounds},
         **({"staleness_mean": mean_staleness(rounds)} if "staleness_mean" in rounds else {}),
+        **resource_totals(rounds),
         "time_to_accuracy_s": per_target("time_s"),
         "rounds_to_accuracy": per_target("rounds"),
         "bytes_up_to_accuracy": per_target("bytes_up"),
         "bytes_down_to_accuracy": per_target("bytes_down"),
         "flops_to_accuracy": per_target("flops"),
+        **({"energy_to_accuracy_J": per_target("energy_J")} if "energy_J" in rounds else {}),
     }
+
+
+def resource_totals(rounds: pd.DataFrame) -> dict:
+    """Where the run models resources: total and wasted joules, online devices kept out by memory or battery
+    (summed over rounds: device-rounds), and tasks dropped by an empty battery."""
+    totals = {f"{column}_total": math.fsum(rounds[column]) for column in ("energy_J", "wasted_energy_J")
+              if column in rounds}
+    return totals | {f"{column}_total": plain(rounds[column].sum())
+                     for column in ("excluded_memory", "excluded_battery", "depleted") if column in rounds}
 
 
 def mean_staleness(rounds: pd.DataFrame) -> float | None:

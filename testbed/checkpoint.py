@@ -4,7 +4,8 @@ A checkpoint holds the end of a round: the server state (model, optimizer moment
 read out of the client store), the bit-generator states of the selection and strategy streams, the simulated
 clock, the round, whether the run has finished, and the byte lengths the tables had once that round's rows were
 in. Everything else a run carries from round to round is a function of the seed and the round (the fleet's
-availability and capability tiers, each device's training stream), so it needs no saving. `--resume` cuts the
+availability and capability tiers, fluctuating rates, each device's training stream), so it needs no saving; battery
+levels are state, saved with the rest. `--resume` cuts the
 tables back to those lengths, which drops a torn row and the rows of rounds after the checkpoint, and plays on
 from the next round: the tables end exactly as those of a run never stopped.
 """
@@ -36,6 +37,7 @@ class Checkpoint:
     tables: dict[str, int] = field(default_factory=dict)   # table file -> its byte length at this round
     scenario: str = ""              # the resolved scenario (YAML) the checkpoint belongs to
     protocol: dict = field(default_factory=dict)   # what the protocol carries on (async: tasks in flight, ...)
+    resources: dict = field(default_factory=dict)  # what devices' resources carry on (battery levels)
 
 
 def plain_clients(clients: MutableMapping[int, dict]) -> dict[int, dict]:

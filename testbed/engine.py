@@ -25,6 +25,8 @@ from testbed.flops import compute_seconds, forward_flops_per_sample, training_fl
 from testbed.payload import transmit
 from testbed.protocols import PROTOCOLS
 from testbed.protocols.timeline import Phase
+from testbed.resources import Resources
+from testbed.resources.timing import varying_timeline
 from testbed.scenario import Experiment, Purpose, stream
 from testbed.store import ClientStore
 
@@ -50,6 +52,7 @@ class Engine:
         self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self.num_samples = exp.clients.num_samples
         self.test_x, self.test_y = self._test_set()
+        self.resources = Resources(exp)
 
     def _test_set(self):
         """The held-out test set, or a fixed random subset of it when eval.max_samples asks for one."""
@@ -90,11 +93,16 @@ class Engine:
             self._payload_sizes[codec] = codec.nbytes(self.shapes)
         return self._payload_sizes[codec]
 
-    def timeline(self, task: Task, capacity_flops_per_s: float) -> Timeline:
+    def timeline(self, task: Task, capacity_flops_per_s: float, t0: float) -> Timeline:
+        """The task's bytes, FLOPs and phase durations, dispatched at t0 (which matters where rates fluctuate)."""
         fleet, d = self.exp.fleet, task.device
         flops = training_flops(task.forward_flops or self.forward_flops, task.samples_processed)
         bytes_down, bytes_up = self._nbytes(task.down), self._nbytes(task.up)
         latency, down_Bps, up_Bps = float(fleet.latency_s[d]), float(fleet.down_Bps[d]), float(fleet.up_Bps[d])
+        if self.resources.varying:
+            compute_seconds(flops, capacity_flops_per_s)  # its checks
+            return varying_timeline(d, t0, bytes_down, flops, bytes_up, latency, down_Bps, up_Bps,
+                                    capacity_flops_per_s, fleet.speed, fleet.bandwidth)
         seconds = (latency + bytes_down / down_Bps, compute_seconds(flops, capacity_flops_per_s),
                    latency + bytes_up / up_Bps)
         return Timeline(bytes_down, flops, bytes_up, latency, down_Bps, up_Bps, seconds)
@@ -116,6 +124,7 @@ class Engine:
         if self.start is None:
             return replace(self.exp.strategy.init(self.params), clients=self.device_state), selection, strategy_rng, 0
         self.device_state.update(self.start.state.clients)
+        self.resources.restore(self.start.resources)
         selection.bit_generator.state = self.start.selection
         strategy_rng.bit_generator.state = self.start.strategy_rng
         return replace(self.start.state, clients=self.device_state), selection, strategy_rng, self.start.round
@@ -124,7 +133,8 @@ class Engine:
         """Hand the end of round (aggregation) r to on_checkpoint; `protocol`: what a protocol adds of its own."""
         if self.on_checkpoint is not None:
             self.on_checkpoint(Checkpoint(r, env.now, state, selection.bit_generator.state,
-                                          strategy_rng.bit_generator.state, finished, protocol=protocol or {}))
+                                          strategy_rng.bit_generator.state, finished, protocol=protocol or {},
+                                          resources=self.resources.state()))
 
     @staticmethod
     def check_finite(r: int, train_loss: float, test_loss: float) -> None:
@@ -178,18 +188,26 @@ class Engine:
                                     result.local_state, timeline, task))
         return arrivals
 
-    @staticmethod
-    def spent(phases: Iterable[tuple[Phase, Timeline, bool]]) -> dict[str, int]:
-        """Bytes and FLOPs of these phases (each with its task's timeline, and whether its work is wasted)."""
+    def spent(self, phases: Iterable[tuple[Phase, Timeline | None, bool]]) -> dict[str, int]:
+        """Bytes and FLOPs of these phases (each with its task's timeline, None for an idle wait, and whether its
+        work is wasted); and their joules where energy is accounted."""
         spent = {"bytes_down": 0, "bytes_up": 0, "flops": 0, "wasted_bytes": 0, "wasted_flops": 0}
+        joules, wasted_joules = [], []
         for ph, timeline, wasted in phases:
+            if self.resources.energy is not None:
+                joules.append(self.resources.joules(ph))
+                wasted_joules += joules[-1:] if wasted else []
+            if timeline is None:
+                continue
             nbytes, flops = timeline.spent(ph.phase, ph.end_s - ph.start_s, ph.completed)
             spent["bytes_down" if ph.phase == "download" else "bytes_up"] += nbytes
             spent["flops"] += flops
             if wasted:
                 spent["wasted_bytes"] += nbytes
                 spent["wasted_flops"] += flops
-        return spent
+        if self.resources.energy is None:
+            return spent
+        return spent | {"energy_J": math.fsum(joules), "wasted_energy_J": math.fsum(wasted_joules)}
 
     @staticmethod
     def record(r: int, t_start: float, t_end: float, n_online: int, n_selected: int, n_arrived: int,
@@ -201,7 +219,13 @@ class Engine:
                 "train_loss": metrics.get("train_loss", math.nan), "accuracy": math.nan, "loss": math.nan,
                 "local_accuracy": math.nan, "local_accuracy_p10": math.nan}
 
-    @staticmethod
-    def event_row(r: int, p: Phase, outcome: str, task: Task) -> dict:
-        return {"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
-                "outcome": outcome, "ratio": math.nan if task.ratio is None else task.ratio}
+    def resource_columns(self, r: int, t_end: float, depleted: int) -> dict:
+        """What batteries add to a round's row: tasks dropped by an empty battery, and battery.csv's rows."""
+        if self.resources.batteries is None:
+            return {}
+        return {"depleted": depleted, "battery": self.resources.battery_rows(r, t_end)}
+
+    def event_row(self, r: int, p: Phase, outcome: str, task: Task) -> dict:
+        row = {"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
+               "outcome": outcome, "ratio": math.nan if task.ratio is None else task.ratio}
+        return row if self.resources.energy is None else row | {"energy_J": self.resources.joules(p)}

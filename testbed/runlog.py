@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 from pathlib import Path
 
@@ -30,11 +31,24 @@ ASYNC_COLUMNS = {"rounds.csv": ["stale", "unfinished", "staleness_mean", "stalen
                  "events.csv": ["task", "version", "staleness"]}
 
 
+# Resources add columns only where the scenario models them (testbed/resources/): each phase's joules and each
+# round's (wasted: of cut tasks); online devices kept out by memory or by battery, tasks dropped by an empty
+# battery; and battery.csv, each group's battery levels at the end of every round.
+ENERGY_COLUMNS = {"rounds.csv": ["energy_J", "wasted_energy_J"], "events.csv": ["energy_J"]}
+MEMORY_COLUMNS = {"rounds.csv": ["excluded_memory"]}
+BATTERY_COLUMNS = {"rounds.csv": ["excluded_battery", "depleted"]}
+BATTERY_TABLE = ["round", "t_s", "group", "profile", "level_mean", "level_min", "level_max", "below_min"]
+
+
 def tables(scenario) -> dict[str, list[str]]:
     """The run's tables and their columns, in the order of a round's rows."""
-    extra = ASYNC_COLUMNS if scenario.protocol.kind == "async" else {}
-    return {name: columns + extra.get(name, []) for name, columns in
-            (("rounds.csv", ROUND_COLUMNS), ("events.csv", EVENT_COLUMNS))}
+    batteries = any(g.battery for g in scenario.fleet.groups)
+    extras = [extra for extra, on in ((ASYNC_COLUMNS, scenario.protocol.kind == "async"),
+                                      (ENERGY_COLUMNS, scenario.energy_on), (MEMORY_COLUMNS, scenario.memory_on),
+                                      (BATTERY_COLUMNS, batteries)) if on]
+    out = {name: columns + [c for extra in extras for c in extra.get(name, [])] for name, columns in
+           (("rounds.csv", ROUND_COLUMNS), ("events.csv", EVENT_COLUMNS))}
+    return out | ({"battery.csv": BATTERY_TABLE} if batteries else {})
 
 
 def run_folder(out_root: str | Path, scenario) -> Path:
@@ -104,8 +118,9 @@ class RunWriter:
     def round(self, record: dict, events: list[dict]) -> None:
         for name, rows in record.pop("tables", {}).items():  # a strategy's tables, e.g. FedAP's pruning.csv
             pd.DataFrame(rows).to_csv(self.path / name, index=False)
-        for (handle, columns), rows in zip(self._tables.values(), ([record], events)):
-            self._write(handle, rows, columns)
+        rows = {"rounds.csv": [record], "events.csv": events, "battery.csv": record.pop("battery", [])}
+        for name, (handle, columns) in self._tables.items():
+            self._write(handle, rows[name], columns)
 
     def checkpoint(self, checkpoint: ckpt.Checkpoint) -> None:
         """Save the checkpoint with the tables' lengths, once the tables are on disk up to its round."""
@@ -124,5 +139,8 @@ class RunWriter:
                    "algorithm": self.scenario.algorithm.name, "status": status,
                    "target_accuracy": target, "non_iid_degree": self.non_iid_degree, **self.server_data,
                    **summarize(rounds, [target] if target else [])}
+        if "energy_J" in rounds:  # the sum of every phase's joules, read exactly as written (float(), not pandas 2's
+            with open(self.path / "events.csv", newline="") as f:  # parser, which may be an ulp off)
+                summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f))
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary

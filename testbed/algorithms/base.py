@@ -71,6 +71,7 @@ class RoundContext:
     fleet: Any                # devices.Fleet: profiles, tiers, availability (P-UCBV reads it)
     strategy_rng: np.random.Generator | None = None   # the strategy's own draws (ratios, masks), apart from
                                                       # selection's, so that methods select alike for a seed
+    ratio_cap: np.ndarray | None = None   # (n,) the largest submodel ratio each device holds in memory (None: any)
 
 
 @dataclass(frozen=True)

@@ -326,10 +326,11 @@ def with_agents_in(policy: RatioPolicy, clients: MutableMapping[int, dict]) -> R
 def select_with_ratios(policy: RatioPolicy, clients: MutableMapping[int, dict], ctx: RoundContext,
                        rng: np.random.Generator) -> list[tuple[int, float]]:
     """Uniform selection among the online devices (rng: the selection stream), then each one's ratio from the
-    policy at its capability this round (drawn from the strategy's own stream)."""
+    policy at its capability this round (drawn from the strategy's own stream), capped by what fits its memory."""
     policy, tiers = with_agents_in(policy, clients), ctx.fleet.tier_at(ctx.round)
-    return [(int(d), policy.choose(int(d), ctx.round, float(tiers[d]), ctx.strategy_rng))
-            for d in select_uniform(ctx.online, ctx.n_select, rng)]
+    chosen = [(int(d), policy.choose(int(d), ctx.round, float(tiers[d]), ctx.strategy_rng))
+              for d in select_uniform(ctx.online, ctx.n_select, rng)]
+    return chosen if ctx.ratio_cap is None else [(d, min(ratio, float(ctx.ratio_cap[d]))) for d, ratio in chosen]
 
 
 def observe_arrivals(policy: RatioPolicy, clients: MutableMapping[int, dict], round: int,

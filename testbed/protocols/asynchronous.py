@@ -52,6 +52,7 @@ class InFlight:
     plan: TaskPlan
     version: int               # the model version it downloaded
     number: int                # the run's tasks numbered from 1, in order of dispatch (ties: device order)
+    battery_cut: bool = False  # its device drops when its battery empties, before its on-interval ends
 
 
 @dataclass
@@ -136,6 +137,7 @@ class AsyncServer:
         ended, self.ended = sorted(self.ended, key=lambda e: e[0].task.device), []
         for task, outcome in ended:
             del self.in_flight[task.task.device]
+            self.engine.resources.drain(task.task.device, list(task.plan.phases))
             tau = self.version - task.version
             if outcome == "dropped" or (self.protocol.max_staleness is not None and tau > self.protocol.max_staleness):
                 self.window.ended.append((task, "dropped" if outcome == "dropped" else "stale"))
@@ -186,8 +188,11 @@ class AsyncServer:
         spent = engine.spent((p, t.timeline, outcome != "done") for t, outcome, phases, _ in rows for p in phases)
         outcomes = [outcome for _, outcome, _, _ in rows]
         staleness = [tau for _, tau in buffer]
-        record = engine.record(r, t_previous, now, int(engine.exp.fleet.availability.online_at(now).sum()),
-                               self.window.selected, len(buffer), outcomes, spent, metrics)
+        online = engine.exp.fleet.availability.online_at(now)
+        record = engine.record(r, t_previous, now, int(online.sum()), self.window.selected, len(buffer), outcomes,
+                               spent, metrics)
+        depleted = sum(t.battery_cut for t, why in self.window.ended if why == "dropped")
+        record |= engine.resources.excluded(online, now) | engine.resource_columns(r, now, depleted)
         record |= {"stale": outcomes.count("stale"), "unfinished": outcomes.count("unfinished"),
                    "staleness_mean": float(np.mean(staleness)) if staleness else math.nan,
                    "staleness_max": max(staleness) if staleness else math.nan, **scores}
@@ -223,17 +228,19 @@ class AsyncServer:
             engine, fleet, now = self.engine, self.engine.exp.fleet, self.env.now
             self.dispatches += 1
             ctx = RoundContext(self.dispatches, np.array(list(chosen)), len(chosen), engine.num_samples, fleet,
-                               self.strategy_rng)
+                               self.strategy_rng, engine.resources.ratio_cap)
             capacity = self._capacity_now()
             models = self.received.setdefault(self.version, {})
             for task in self.engine.exp.strategy.configure(self.state, ctx, self.selection):
                 d = task.device
-                timeline = engine.timeline(task, float(capacity[d]))
-                plan = plan_task(d, now, timeline.seconds, chosen[d])
+                timeline = engine.timeline(task, float(capacity[d]), now)
+                offline_at, battery_cut = engine.resources.offline_at(d, now, timeline.seconds, chosen[d])
+                plan = plan_task(d, now, timeline.seconds, offline_at)
                 if task.down not in models:
                     models |= engine.deliver(self.state, {task.down})
                 self.started += 1
-                self.in_flight[d] = flight = InFlight(task, timeline, plan, self.version, self.started)
+                self.in_flight[d] = flight = InFlight(task, timeline, plan, self.version, self.started,
+                                                      battery_cut and plan.outcome == "dropped")
                 self.window.selected += 1
                 self.env.process(self._play(flight))
         if len(chosen) < free:
@@ -244,16 +251,17 @@ class AsyncServer:
         uniform draws over the fleet kept when eligible (cheap while many are), then, where REJECTION_DRAWS
         draws a slot were not enough, the remaining eligible devices listed and drawn from."""
         availability, now, n = self.engine.exp.fleet.availability, self.env.now, self.engine.exp.fleet.n
+        allowed = self.engine.resources.usable(np.ones(n, dtype=bool), now)  # memory and battery
         chosen: dict[int, float] = {}
         for _ in range(REJECTION_DRAWS * k):
             d = int(self.selection.integers(n))
-            if d not in self.in_flight and d not in chosen:
+            if d not in self.in_flight and d not in chosen and allowed[d]:
                 until = availability.online_until(d, now)
                 if until > now:
                     chosen[d] = until
                     if len(chosen) == k:
                         return chosen
-        eligible = availability.online_at(now)
+        eligible = availability.online_at(now) & allowed
         eligible[list(self.in_flight) + list(chosen)] = False
         pool = np.flatnonzero(eligible)
         for d in self.selection.choice(pool, min(k - len(chosen), len(pool)), replace=False).tolist():
@@ -261,10 +269,11 @@ class AsyncServer:
         return chosen
 
     def _wait_for_devices(self) -> None:
-        """Free slots and no idle device online: wake when the first idle device comes online."""
-        idle = np.ones(self.engine.exp.fleet.n, dtype=bool)
+        """Free slots and no idle device that can take a task: wake when the first may (online, with battery)."""
+        idle, now = np.ones(self.engine.exp.fleet.n, dtype=bool), self.env.now
         idle[list(self.in_flight)] = False
-        wake = float(self.engine.exp.fleet.availability.next_online_all(self.env.now)[idle].min(initial=math.inf))
+        next_online = self.engine.exp.fleet.availability.next_online_all(now)
+        wake = float(self.engine.resources.next_usable(now, next_online)[idle].min(initial=math.inf))
         if math.isfinite(wake) and (self.wake_at is None or wake < self.wake_at):
             self.wake_at = wake
             self.env.process(self._alarm(wake, None))

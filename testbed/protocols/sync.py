@@ -20,6 +20,7 @@ import simpy
 
 from testbed.algorithms.base import Failure, RoundContext, Timeline
 from testbed.protocols.timeline import PHASES, Phase, plan_task, run_task
+from testbed.resources import idle_phase
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def play_round(env: simpy.Environment, timelines: dict[int, Timeline], offline_a
 
 def run_sync(engine, env: simpy.Environment):
     """simpy process: the scenario's synchronous rounds, from the first or from the engine's checkpoint."""
-    cfg, fleet, strategy = engine.cfg, engine.exp.fleet, engine.exp.strategy
+    cfg, fleet, strategy, resources = engine.cfg, engine.exp.fleet, engine.exp.strategy, engine.resources
     state, selection, strategy_rng, played = engine.initial()
     if engine.start and engine.start.finished:
         return
@@ -77,37 +78,40 @@ def run_sync(engine, env: simpy.Environment):
     for r in range(played + 1, cfg.stop.max_rounds + 1):
         if cfg.stop.max_sim_time_s is not None and env.now >= cfg.stop.max_sim_time_s:
             break
-        online = np.flatnonzero(fleet.availability.online_at(env.now))
-        if len(online) == 0:  # nobody to train: wait for the first device to come back
-            wake = float(fleet.availability.next_online_all(env.now).min())
-            if math.isinf(wake):
-                break
-            yield env.timeout(wake - env.now)
-            online = np.flatnonzero(fleet.availability.online_at(env.now))
+        online, n_online, excluded = yield from usable_devices(engine, env)
+        if online is None:  # nobody will be able to train again
+            break
         t_start = env.now
-        ctx = RoundContext(r, online, cfg.round.n_select, engine.num_samples, fleet, strategy_rng)
+        ctx = RoundContext(r, online, cfg.round.n_select, engine.num_samples, fleet, strategy_rng,
+                           resources.ratio_cap)
         tasks = {t.device: t for t in strategy.configure(state, ctx, selection)}
         capacity = fleet.train_flops_per_s(r)
-        timelines = {d: engine.timeline(t, float(capacity[d])) for d, t in tasks.items()}
-        offline_at = {d: fleet.availability.online_until(d, t_start) for d in tasks}
-        play = yield env.process(play_round(env, timelines, offline_at, cfg.round.clients_per_round,
-                                            cfg.round.deadline_s))
+        timelines = {d: engine.timeline(t, float(capacity[d]), t_start) for d, t in tasks.items()}
+        offline = {d: resources.offline_at(d, t_start, timelines[d].seconds,
+                                           fleet.availability.online_until(d, t_start)) for d in tasks}
+        play = yield env.process(play_round(env, timelines, {d: at for d, (at, _) in offline.items()},
+                                            cfg.round.clients_per_round, cfg.round.deadline_s))
+        phases = play.phases + idle_waits(engine, play)
+        for d in tasks:
+            resources.drain(d, [p for p in phases if p.device == d])
         received = engine.deliver(state, {tasks[d].down for d in play.kept})
         work = [(tasks[d], timelines[d], received[tasks[d].down]) for d in sorted(play.kept)]
         state, metrics = strategy.aggregate(state, r, engine.train(work),
                                             [Failure(d, why) for d, why in sorted(play.cut.items())])
         server_flops = int(metrics.pop("server_flops", 0))
         server_rows = yield from engine.server_work(env, r, server_flops)
-        spent = engine.spent((p, timelines[p.device], p.device in play.cut) for p in play.phases)
-        record = engine.record(r, t_start, env.now, len(online), len(tasks), len(play.kept),
+        spent = engine.spent((p, None if p.phase == "idle" else timelines[p.device], p.device in play.cut)
+                             for p in phases)
+        record = engine.record(r, t_start, env.now, n_online, len(tasks), len(play.kept),
                                list(play.cut.values()), spent, metrics)
-        record |= {"server_flops": server_flops}
+        depleted = sum(battery and play.cut.get(d) == "dropped" for d, (_, battery) in offline.items())
+        record |= {"server_flops": server_flops} | excluded | engine.resource_columns(r, env.now, depleted)
         record |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # e.g. pruning.csv, (re)written
         evaluated = engine.evaluation_due(r, t_previous, env.now, final=r == cfg.stop.max_rounds)
         t_previous = env.now
         if evaluated:
             record |= engine.evaluate(state)
-        events = [engine.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device]) for p in play.phases]
+        events = [engine.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device]) for p in phases]
         engine.on_round(record, events + server_rows)
         engine.check_finite(r, metrics.get("train_loss", 0.0), record["loss"] if evaluated else 0.0)
         played = r
@@ -117,3 +121,28 @@ def run_sync(engine, env: simpy.Environment):
         if r % cfg.checkpoint.every_rounds == 0 and r < cfg.stop.max_rounds:
             engine.checkpoint(r, env, state, selection, strategy_rng, finished=False)
     engine.checkpoint(played, env, state, selection, strategy_rng, finished=True)
+
+
+def usable_devices(engine, env: simpy.Environment):
+    """simpy process: (ids of the devices that can take a task now: online, and with memory and battery where
+    those are modelled; how many are online; how many of those memory and battery exclude), waiting for the first
+    to be back where none can; ids None where none ever will."""
+    fleet, resources = engine.exp.fleet, engine.resources
+    while True:
+        online = fleet.availability.online_at(env.now)
+        usable = resources.usable(online, env.now)
+        if usable.any():
+            return np.flatnonzero(usable), int(online.sum()), resources.excluded(online, env.now)
+        wake = float(resources.next_usable(env.now, fleet.availability.next_online_all(env.now)).min())
+        if math.isinf(wake):
+            return None, 0, {}
+        yield env.timeout(wake - env.now)
+
+
+def idle_waits(engine, play: RoundPlay) -> list[Phase]:
+    """With idle energy: each kept device's wait, from its upload's end to the round's close."""
+    if not engine.resources.idle_energy:
+        return []
+    ends = {p.device: p.end_s for p in play.phases if p.phase == "upload" and p.completed}
+    waits = (idle_phase(d, ends[d], play.t_end) for d in play.kept)
+    return [w for w in waits if w is not None]
