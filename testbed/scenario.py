@@ -264,6 +264,9 @@ class Scenario(Strict):
             if self.round is None:
                 raise ValueError("round: required for synchronous rounds; add round: {clients_per_round: 10}")
             return self
+        if self.resources.idle_energy:
+            raise ValueError("resources.idle_energy: an asynchronous device never waits for a round to close, so it "
+                             "has no idle phase; remove idle_energy")
         if self.protocol.concurrency > self.fleet.size:
             raise ValueError(f"protocol.concurrency: {self.protocol.concurrency} is more than the fleet's "
                              f"{self.fleet.size} devices; lower it or add devices to fleet.groups")
