@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 
 PHASES = ("download", "compute", "upload")
+# Runs that count idle energy (resources.idle_energy) also log each device's wait for its sync round to close as
+# a phase of this name, outcome done: waiting, not work, so it is none of PHASES and device_phases leaves it out.
+IDLE_PHASE = "idle"
 CUT_OUTCOMES = ("dropped", "late", "surplus")
 COST_KEYS = ("time_s", "round", "rounds", "bytes_up", "bytes_down", "flops")
 
@@ -154,7 +157,8 @@ def phase_seconds(events: pd.DataFrame) -> pd.Series:
 
 
 def device_phases(events: pd.DataFrame) -> pd.DataFrame:
-    """The devices' rows of events.csv, without the server's own work (phase "server")."""
+    """The devices' work in events.csv: without the server's own work (phase "server") and without idle waits
+    (IDLE_PHASE), which the breakdowns count as waiting from the round's times, as in runs that do not log them."""
     return events[events["phase"].isin(PHASES)]
 
 

@@ -16,6 +16,7 @@ ROUNDS_FILE = "rounds.csv"
 EVENTS_FILE = "events.csv"
 SUMMARY_FILE = "summary.json"
 DEVICES_FILE = "devices.csv"
+BATTERY_FILE = "battery.csv"  # only where some device group has a battery (resource modelling)
 
 
 @dataclass
@@ -28,6 +29,9 @@ class Run:
     rounds: pd.DataFrame
     events: pd.DataFrame
     summary: dict
+    # battery.csv: per round and battery group, its devices' levels (fractions of capacity) at the round's end;
+    # None where no group has a battery
+    battery: pd.DataFrame | None = None
 
     @property
     def label(self) -> str:
@@ -50,12 +54,17 @@ def target_accuracy_of(scenario: dict) -> float | None:
 def device_classes(run: Run) -> pd.Series:
     """Each device's class, indexed by device: its `profile` in devices.csv; where the run has no devices.csv
     (or no profile column), "all devices" for every device in events.csv."""
-    path = run.path / DEVICES_FILE
-    devices = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    devices = devices_of(run)
     if {"device", "profile"} <= set(devices.columns):
         return devices.set_index("device")["profile"].astype(str)
     ids = run.events.loc[run.events["phase"] != "server", "device"].unique()
     return pd.Series("all devices", index=pd.Index(ids, name="device"))
+
+
+def devices_of(run: Run) -> pd.DataFrame:
+    """devices.csv (one row per device: its group, profile, ...), empty where the run has none."""
+    path = run.path / DEVICES_FILE
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
 
 
 def run_labels(runs: list[Run]) -> list[str]:
@@ -101,6 +110,7 @@ def load_run(path) -> Run:
     summary = (json.loads(summary_path.read_text()) if summary_path.is_file()
                else summarize(rounds, [target_accuracy_of(scenario)]))
     algorithm = scenario.get("algorithm")
+    battery_path = path / BATTERY_FILE
     return Run(
         path=path,
         name=str(scenario.get("name", path.parent.name)),
@@ -110,6 +120,7 @@ def load_run(path) -> Run:
         rounds=rounds,
         events=events,
         summary=summary,
+        battery=pd.read_csv(battery_path) if battery_path.is_file() else None,
     )
 
 
