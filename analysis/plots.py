@@ -5,6 +5,7 @@ function writes one PNG and returns its path."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import matplotlib
 
@@ -16,17 +17,33 @@ import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import EngFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
-from analysis.metrics import (UTILISATION_PARTS, device_phases, device_utilisation, natural_order,  # noqa: E402
-                              numeric, round_breakdown, task_ids)
+from analysis.metrics import (IDLE_PHASE, UTILISATION_PARTS, device_phases, device_utilisation,  # noqa: E402
+                              natural_order, numeric, round_breakdown, task_ids)
 from analysis.runs import Run, device_classes, run_labels, scenario_groups  # noqa: E402
 
 DPI = 120
 
-# x-axis choices of plot_accuracy: what it is, its axis label, and its value at the end of every round.
+
+
+class AccuracyAxis(NamedTuple):
+    """An x-axis choice of plot_accuracy."""
+    what: str
+    label: str
+    column: str  # the rounds.csv column it is drawn from: a run without it (energy off) has no line
+    x_of: Callable[[pd.DataFrame], pd.Series]  # its value at the end of every round
+    formatter: Callable | None = None  # tick labels, where plain numbers would be unreadable
+
+
 ACCURACY_AXES = {
-    "time": ("simulated time", "Simulated time (s)", lambda rounds: rounds["t_end_s"]),
-    "bytes_up": ("uplink bytes", "Cumulative uplink (MB)", lambda rounds: rounds["bytes_up"].cumsum() / 1e6),
-    "flops": ("training FLOPs", "Cumulative training FLOPs", lambda rounds: rounds["flops"].cumsum()),
+    "time": AccuracyAxis("simulated time", "Simulated time (s)", "t_end_s", lambda rounds: rounds["t_end_s"]),
+    "bytes_up": AccuracyAxis("uplink bytes", "Cumulative uplink (MB)", "bytes_up",
+                             lambda rounds: rounds["bytes_up"].cumsum() / 1e6),
+    # "20 T" rather than an offset "1e13"
+    "flops": AccuracyAxis("training FLOPs", "Cumulative training FLOPs", "flops",
+                          lambda rounds: rounds["flops"].cumsum(), EngFormatter),
+    # every device phase's joules (idle waits too where the run counts them), wasted work included
+    "energy": AccuracyAxis("energy", "Cumulative device energy", "energy_J",
+                           lambda rounds: rounds["energy_J"].cumsum(), lambda: EngFormatter(unit="J")),
 }
 # rounds.csv columns the accuracy plots can draw: title word and y axis label.
 ACCURACY_METRICS = {
@@ -39,7 +56,9 @@ PHASE_STYLES = {
     "compute": {"facecolor": "tab:orange"},
     "upload": {"facecolor": "tab:green"},
     "server": {"facecolor": "tab:purple"},  # the server's own work, on row -1 (FedDU's steps, FedAP's pruning)
+    IDLE_PHASE: {"facecolor": "#f3efe0", "edgecolor": "#b5ad8f"},  # light: waiting, beside the work that matters
 }
+PHASE_LABELS = {IDLE_PHASE: "idle (waiting for the round to close)"}
 # A cut phase is drawn in its outcome's style, whatever the phase: the cut is what the reader looks for.
 CUT_STYLES = {
     "dropped": {"facecolor": "tab:red", "edgecolor": "darkred", "hatch": "///"},
@@ -70,13 +89,16 @@ UTILISATION_COLOURS = dict(zip(UTILISATION_PARTS, [
 
 
 def plot_accuracy(runs: list[Run], x: str, path, metric: str = "accuracy") -> Path:
-    """Accuracy against simulated time, cumulative uplink MB or cumulative FLOPs; one line per run
-    through its evaluated rounds, and a dashed line at each target accuracy. metric "local_accuracy"
-    draws the mean over devices of their accuracy on their own test data (a run without it has no line)."""
-    what, _, x_of = accuracy_axis(x)
+    """Accuracy against simulated time, cumulative uplink MB, cumulative FLOPs or cumulative joules (x: a key of
+    ACCURACY_AXES; a run without the axis's column, energy, has no line); one line per run through its evaluated
+    rounds, and a dashed line at each target accuracy. metric "local_accuracy" draws the mean over devices of
+    their accuracy on their own test data (a run without it has no line)."""
+    what, _, column, x_of, _ = accuracy_axis(x)
     title_word = accuracy_metric(metric)[0]
     fig, ax = plt.subplots(figsize=(8, 5))
     for label, run in zip(run_labels(runs), runs):
+        if column not in run.rounds:
+            continue
         values = numeric(run.rounds, metric)
         evaluated = values.notna()
         ax.plot(x_of(run.rounds)[evaluated], values[evaluated], marker="o", markersize=3, label=label)
@@ -90,7 +112,7 @@ def plot_accuracy_mean(runs: list[Run], x: str, path, metric: str = "accuracy",
     band from its lowest to its highest seed, so that methods are compared beyond one seed's luck.
     metric "local_accuracy" draws the mean over devices of their accuracy on their own test data.
     groups: the runs to average, by label (default: analysis.runs.scenario_groups)."""
-    what = accuracy_axis(x)[0]
+    what = accuracy_axis(x).what
     title_word = accuracy_metric(metric)[0]
     fig, ax = plt.subplots(figsize=(8, 5))
     for label, group in (groups or scenario_groups(runs)).items():
@@ -111,7 +133,10 @@ def mean_curve(runs: list[Run], x: str, metric: str = "accuracy") -> pd.DataFram
     Rounds only some seeds have (others stopped at their target) are left out: a mean over the seeds
     still running would jump where one stops. Runs evaluated on simulated time (eval.every_s), whose
     evaluated rounds differ from seed to seed, are matched by evaluation instead: the k-th of each seed."""
-    _, _, x_of = accuracy_axis(x)
+    _, _, column, x_of, _ = accuracy_axis(x)
+    runs = [run for run in runs if column in run.rounds]
+    if not runs:  # no seed has this axis (energy not modelled): no curve
+        return pd.DataFrame(columns=["x", "mean", "min", "max"])
     by_time = any((run.scenario.get("eval") or {}).get("every_s") for run in runs)
     key = "evaluation" if by_time else "round"
     points = []
@@ -127,11 +152,16 @@ def mean_curve(runs: list[Run], x: str, metric: str = "accuracy") -> pd.DataFram
         x=("x", "mean"), mean=("y", "mean"), min=("y", "min"), max=("y", "max"))
 
 
-def accuracy_axis(x: str):
-    """ACCURACY_AXES[x]: (what, axis label, x value at the end of every round); a clear error otherwise."""
+def accuracy_axis(x: str) -> AccuracyAxis:
+    """ACCURACY_AXES[x]; a clear error otherwise."""
     if x not in ACCURACY_AXES:
         raise ValueError(f"x must be one of {sorted(ACCURACY_AXES)}, not {x!r}")
     return ACCURACY_AXES[x]
+
+
+def plotted_axes(runs: list[Run]) -> list[str]:
+    """The ACCURACY_AXES that some of the runs can be drawn on: energy only where a run accounts it."""
+    return [x for x, axis in ACCURACY_AXES.items() if any(axis.column in run.rounds for run in runs)]
 
 
 def accuracy_metric(metric: str):
@@ -148,13 +178,13 @@ def _finish_accuracy_plot(ax, runs: list[Run], x: str, metric: str, title: str) 
         targets = sorted({run.target_accuracy for run in runs if run.target_accuracy is not None})
         for target in targets:
             ax.axhline(target, linestyle="--", linewidth=1, color="0.4", label=f"target {target:.0%}")
-    ax.set_xlabel(ACCURACY_AXES[x][1])
+    ax.set_xlabel(ACCURACY_AXES[x].label)
     ax.set_ylabel(ACCURACY_METRICS[metric][1])
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
-    if x == "flops":
-        ax.xaxis.set_major_formatter(EngFormatter())  # "20 T" rather than an offset "1e13"
+    if ACCURACY_AXES[x].formatter:
+        ax.xaxis.set_major_formatter(ACCURACY_AXES[x].formatter())
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
@@ -194,7 +224,9 @@ def plot_gantt(run: Run, path, rounds: int = 3) -> Path:
     ax.set_ylabel("Device")
     ax.set_title(f"{run.label}: device timeline", pad=18)
     ax.grid(axis="x", alpha=0.3)
-    legend = [Patch(label=phase, **style) for phase, style in PHASE_STYLES.items()]
+    # idle only where the run logs it (idle energy on): a legend entry for nothing would puzzle
+    legend = [Patch(label=PHASE_LABELS.get(phase, phase), **style) for phase, style in PHASE_STYLES.items()
+              if phase != IDLE_PHASE or (events["phase"] == IDLE_PHASE).any()]
     legend += [Patch(label=CUT_LABELS[cut], **CUT_STYLES[cut]) for cut in (ASYNC_CUTS if run.is_async else SYNC_CUTS)]
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     return _save(fig, path)
