@@ -1,7 +1,7 @@
-"""The plots that set groups of runs against each other: accuracy against simulated time with seed bands,
-time to each target against the heterogeneity level, where the selected devices' time went in each group (the
-whole fleet's time where some run is async), and for each group's first run the participation heat map
-(device x round) and the device timeline."""
+"""The plots that set groups of runs against each other: accuracy against simulated time (and energy, where
+accounted) with seed bands, time to each target against the heterogeneity level, where the selected devices' time
+went in each group (the whole fleet's time where some run is async), and for each group's first run the
+participation heat map (device x round) and the device timeline."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ from matplotlib.ticker import MaxNLocator
 
 from analysis.metrics import UTILISATION_PARTS, device_phases, device_utilisation, natural_order, round_breakdown
 from analysis.plots import (ASYNC_CUTS, BREAKDOWN_COLOURS, CUT_LABELS, CUT_STYLES, SYNC_CUTS, UTILISATION_COLOURS,
-                            _save, accuracy_metric, plot_accuracy_mean, plot_gantt, plot_stacked_shares)
+                            _save, accuracy_metric, plot_accuracy_mean, plot_gantt, plot_stacked_shares, plotted_axes)
 from analysis.report import file_safe
 from analysis.runs import Run, device_classes
 
 HETEROGENEITY = "fleet.heterogeneity"   # the compare table's column of the level, where the groups differ in it
 LEVELS = ("low", "medium", "high")
+GROUP_AXES = ("time", "energy")  # the groups' accuracy curves against these (energy: where some run accounts it)
 # A device's part in a round, from events.csv: the outcome of its cut phase, or done.
 PARTICIPATION = {
     "not selected": ("white", 0),
@@ -45,7 +46,8 @@ def write_compare_plots(groups: dict[str, list[Run]], table: pd.DataFrame, targe
     Gantt timelines (of each group's first run) only with `timelines`. Returns the paths."""
     out_dir = Path(out_dir)
     runs = [run for members in groups.values() for run in members]
-    written = [plot_accuracy_mean(runs, "time", out_dir / f"{metric}_by_group_vs_time.png", metric, groups=groups)]
+    written = [plot_accuracy_mean(runs, x, out_dir / f"{metric}_by_group_vs_{x}.png", metric, groups=groups)
+               for x in plotted_axes(runs) if x in GROUP_AXES]
     if HETEROGENEITY in table and table[HETEROGENEITY].nunique() > 1:
         written += [plot_tta_vs_heterogeneity(table, target, out_dir / f"tta_vs_heterogeneity_{target:g}.png",
                                               metric) for target in targets]

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.compare import run_folders, write_compare
-from analysis.report import (DEFAULT_METRIC, METRIC_NOTES, default_targets, seed_table_cells, table_cells,
-                             tta_table, write_report)
+from analysis.report import (DEFAULT_METRIC, METRIC_NOTES, default_targets, resource_note, seed_table_cells,
+                             table_cells, tta_table, write_report)
 from analysis.runs import load_run
 
 HTML_PAGE, MARKDOWN_PAGE = "report.html", "report.md"
@@ -76,7 +76,7 @@ figcaption, .note { color: #555; font-size: 0.85em; }
 SECTIONS = {  # figure file names by their first word, in page order
     "Accuracy": ("accuracy", "local"),
     "Comparison of groups": ("tta", "breakdown_by_group", "participation"),
-    "Per run": ("gantt", "breakdown", "utilisation", "staleness"),
+    "Per run": ("gantt", "breakdown", "utilisation", "staleness", "battery"),
 }
 
 
@@ -91,10 +91,10 @@ def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, bas
     runs = [load_run(folder) for folder in folders]
     per_run = tta_table(runs, default_targets(runs) if targets is None else targets, metric)
     written = report_files + compare_files
-    metric_note = METRIC_NOTES.get(metric, "")
+    notes = [METRIC_NOTES.get(metric, ""), resource_note(per_run)]
     tables = {"Groups (mean ± std over seeds)": (seed_table_cells(compared), compared,
-                                                 " ".join(filter(None, [metric_note, COMPARE_NOTE]))),
-              "Runs": (table_cells(per_run), per_run, metric_note)}
+                                                 " ".join(filter(None, [*notes, COMPARE_NOTE]))),
+              "Runs": (table_cells(per_run), per_run, " ".join(filter(None, notes)))}
     figures = sorted({p for p in written if p.suffix == ".png"}, key=lambda p: p.name)
     title = f"Report: {len(folders)} runs of {', '.join(dict.fromkeys(str(n) for n in per_run['scenario']))}"
     out_dir = Path(out_dir)

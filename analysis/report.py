@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.metrics import LAST_ROUNDS, cost_to_accuracy, has_local_accuracy, mean_of_last, numeric, summarize
-from analysis.plots import (ACCURACY_AXES, accuracy_metric, plot_accuracy, plot_accuracy_mean, plot_breakdown,
-                            plot_gantt, plot_staleness, plot_utilisation)
+from analysis.battery_plots import plot_battery
+from analysis.plots import (accuracy_metric, plot_accuracy, plot_accuracy_mean, plot_breakdown, plot_gantt,
+                            plot_staleness, plot_utilisation, plotted_axes)
 from analysis.runs import Run, load_run, run_labels
 
 DEFAULT_TARGETS = [0.5, 0.8, 0.9]
@@ -23,6 +24,20 @@ DEFAULT_METRIC = "accuracy"
 # Printed above the tables when the targets are not on the global accuracy, the default.
 METRIC_NOTES = {"local_accuracy": "targets on local_accuracy (mean over devices of each one's accuracy on its own "
                                   "test data): time_s/uplink_MB/rounds@target count up to the first round reaching it"}
+# Runs that model resources (summary.json key -> table column; runs without them get none of these columns): joules
+# of every device phase, wasted (of updates not used), online devices kept out by memory or battery (device-rounds),
+# and tasks dropped by an empty battery.
+RESOURCE_COLUMNS = {"energy_J_total": "total_energy_J", "wasted_energy_J_total": "wasted_energy_J",
+                    "excluded_memory_total": "excluded_memory", "excluded_battery_total": "excluded_battery",
+                    "depleted_total": "depleted"}
+ENERGY_TO = "energy_J@"  # joules up to the round that first reached the target, beside its time_s@
+ENERGY_COLUMNS = ("total_energy_J", "wasted_energy_J", ENERGY_TO)  # (prefixes) shown in J, kJ or MJ
+COUNT_COLUMNS = ("rounds", "excluded_memory", "excluded_battery", "depleted")  # (prefixes) whole numbers
+JOULE_UNITS = ((1e6, "MJ"), (1e3, "kJ"))
+RESOURCE_NOTE = ("energy: joules of all devices' phases (idle waits too where counted), wasted: of updates not "
+                 "used; energy_J@target: up to the first round reaching it (seed means: as time_s@target); "
+                 "excluded_memory/excluded_battery: online devices kept out, summed over rounds; depleted: tasks "
+                 "dropped by an empty battery")
 
 
 class MissingMetric(ValueError):
@@ -46,12 +61,16 @@ def tta_table(runs: list[Run], targets: list[float], metric: str = DEFAULT_METRI
     `metric` ("accuracy" or "local_accuracy", see metrics.first_reaching) to reach it (missing where it was never
     reached), and TFLOPs spent by then. Computed from rounds.csv, so any target can be asked for, not only those in
     summary.json. total_TFLOPs counts every FLOP spent, the wasted ones (dropped, late and surplus updates) included;
-    last3_* are the mean over the last three evaluated rounds, as the FedLPS paper reports. Raises MissingMetric where a
-    run has no values of a metric other than accuracy."""
+    last3_* are the mean over the last three evaluated rounds, as the FedLPS paper reports. Where some run models
+    resources, the RESOURCE_COLUMNS it has (total and wasted joules, devices kept out by memory or battery, tasks an
+    empty battery dropped) and, with energy, energy_J@t: the joules spent up to the round reaching t. Raises
+    MissingMetric where a run has no values of a metric other than accuracy."""
     require_metric(runs, metric)
+    summaries = [summarize(run.rounds) for run in runs]
+    # every run gets the resource columns that some run has (None where it has not), in one order
+    resources = {key: column for key, column in RESOURCE_COLUMNS.items() if any(key in s for s in summaries)}
     rows = []
-    for label, run in zip(run_labels(runs), runs):
-        summary = summarize(run.rounds)
+    for label, run, summary in zip(run_labels(runs), runs, summaries):
         row = {
             "run": label,
             "scenario": run.name,
@@ -60,6 +79,7 @@ def tta_table(runs: list[Run], targets: list[float], metric: str = DEFAULT_METRI
             "sim_time_s": summary["sim_time_s"],
             "total_TFLOPs": summary["flops_total"] / 1e12,
             "total_uplink_MB": summary["bytes_up_total"] / 1e6,
+            **{column: summary.get(key) for key, column in resources.items()},
             "final_accuracy": summary["final_accuracy"],
             "best_accuracy": summary["best_accuracy"],
             f"last{LAST_ROUNDS}_accuracy": mean_of_last(run.rounds, "accuracy"),
@@ -72,6 +92,8 @@ def tta_table(runs: list[Run], targets: list[float], metric: str = DEFAULT_METRI
             cost = cost_to_accuracy(run.rounds, target, metric)
             reached = cost["time_s"] is not None
             row[f"{REACHED_ON}{target:g}"] = cost["time_s"]
+            if "energy_J_total" in resources:
+                row[f"{ENERGY_TO}{target:g}"] = cost.get("energy_J")
             row[f"uplink_MB@{target:g}"] = cost["bytes_up"] / 1e6 if reached else None
             row[f"TFLOPs@{target:g}"] = cost["flops"] / 1e12 if reached else None
             row[f"rounds@{target:g}"] = cost["rounds"]
@@ -79,7 +101,7 @@ def tta_table(runs: list[Run], targets: list[float], metric: str = DEFAULT_METRI
     table = pd.DataFrame(rows)
     # Explicit dtypes: a column whose every value is None would otherwise be `object`.
     for column in table.columns.drop(list(LABEL_COLUMNS)):
-        table[column] = table[column].astype("Int64" if column.startswith("rounds") else "float64")
+        table[column] = table[column].astype("Int64" if column.startswith(COUNT_COLUMNS) else "float64")
     return table
 
 
@@ -115,8 +137,13 @@ def format_table(table: pd.DataFrame) -> str:
 
 
 def table_cells(table: pd.DataFrame) -> pd.DataFrame:
-    """The table's values as the text format_table shows."""
-    return table.map(_cell)
+    """The table's values as the text format_table shows: joules with their unit, J, kJ or MJ."""
+    return table.apply(lambda values: values.map(_joules_cell if values.name.startswith(ENERGY_COLUMNS) else _cell))
+
+
+def resource_note(table: pd.DataFrame) -> str:
+    """RESOURCE_NOTE where the table has resource columns, else nothing."""
+    return RESOURCE_NOTE if any(column in table for column in RESOURCE_COLUMNS.values()) else ""
 
 
 def format_seed_table(table: pd.DataFrame) -> str:
@@ -147,13 +174,14 @@ def default_targets(runs: list[Run]) -> list[float]:
 
 def write_report(run_dirs: list, out_dir, targets: list[float] | None = None,
                  metric: str = DEFAULT_METRIC) -> tuple[str, list[Path]]:
-    """Load the runs and write into out_dir: `metric` vs time / uplink bytes / FLOPs, a Gantt and a
-    breakdown plot per run (async runs: a utilisation and a staleness plot instead of the breakdown), and
-    tta.csv; where some scenario has several seeds also the metric (and local accuracy) averaged over seeds,
-    and tta_by_scenario.csv. The targets are on `metric`; a metric
-    other than accuracy puts its name in the file names (local_accuracy_vs_time.png, tta_local_accuracy.csv),
-    so that they sit beside the default report, and the text starts with a line naming it. Returns the
-    tables as text (the seed table after the per-run one) and the paths written."""
+    """Load the runs and write into out_dir: `metric` vs time / uplink bytes / FLOPs (and energy where a run
+    accounts it), a Gantt and a breakdown plot per run (async runs: a utilisation and a staleness plot instead of
+    the breakdown; runs with batteries: their levels too), and tta.csv; where some scenario has several seeds
+    also the metric (and local accuracy) averaged over seeds, and tta_by_scenario.csv. The targets are on
+    `metric`; a metric other than accuracy puts its name in the file names (local_accuracy_vs_time.png,
+    tta_local_accuracy.csv), so that they sit beside the default report, and the text starts with a line naming
+    it (resource runs: one naming their columns). Returns the tables as text (the seed table after the per-run
+    one) and the paths written."""
     runs = [load_run(run_dir) for run_dir in run_dirs]
     if not runs:
         raise ValueError("write_report needs at least one run folder")
@@ -165,10 +193,10 @@ def write_report(run_dirs: list, out_dir, targets: list[float] | None = None,
     several_seeds = bool((by_scenario["seeds"] > 1).any())
     suffix = "" if metric == DEFAULT_METRIC else f"_{metric}"
 
-    written = [plot_accuracy(runs, x, out_dir / f"{metric}_vs_{x}.png", metric) for x in ACCURACY_AXES]
+    axes = plotted_axes(runs)  # accuracy vs energy too where a run accounts energy
+    written = [plot_accuracy(runs, x, out_dir / f"{metric}_vs_{x}.png", metric) for x in axes]
     if several_seeds:
-        written += [plot_accuracy_mean(runs, x, out_dir / f"{metric}_mean_vs_{x}.png", metric)
-                    for x in ACCURACY_AXES]
+        written += [plot_accuracy_mean(runs, x, out_dir / f"{metric}_mean_vs_{x}.png", metric) for x in axes]
         if metric == DEFAULT_METRIC and any(has_local_accuracy(run.rounds) for run in runs):
             written.append(plot_accuracy_mean(runs, "time", out_dir / "local_accuracy_mean_vs_time.png",
                                               metric="local_accuracy"))
@@ -180,11 +208,11 @@ def write_report(run_dirs: list, out_dir, targets: list[float] | None = None,
             written.append(plot_staleness(run, out_dir / f"staleness_{name}.png"))
         else:
             written.append(plot_breakdown(run, out_dir / f"breakdown_{name}.png"))
+        if run.battery is not None:
+            written.append(plot_battery(run, out_dir / f"battery_{name}.png"))
     table.to_csv(out_dir / f"tta{suffix}.csv", index=False)
     written.append(out_dir / f"tta{suffix}.csv")
-    text = format_table(table)
-    if metric in METRIC_NOTES:
-        text = f"{METRIC_NOTES[metric]}\n{text}"
+    text = "\n".join(filter(None, [METRIC_NOTES.get(metric), resource_note(table), format_table(table)]))
     if several_seeds:
         by_scenario.to_csv(out_dir / f"tta_by_scenario{suffix}.csv", index=False)
         written.append(out_dir / f"tta_by_scenario{suffix}.csv")
@@ -206,10 +234,24 @@ def _cell(value) -> str:
 
 
 def _mean_std_cell(column: str, mean, std) -> str:
+    if column.startswith(ENERGY_COLUMNS):
+        return _joules_cell(mean, std)
     if pd.isna(mean):
         return "-"
-    # A mean of round counts is read as a count: one decimal, as for seconds and megabytes.
-    decimals = 1 if column.startswith("rounds") else _decimals(mean)
+    # A mean of counts (rounds, devices kept out) is read as a count: one decimal, as for seconds and megabytes.
+    decimals = 1 if column.startswith(COUNT_COLUMNS) else _decimals(mean)
+    return _mean_std_text(mean, std, decimals)
+
+
+def _joules_cell(value, std=float("nan")) -> str:
+    """Joules in the unit that keeps the number short, "51.3 J", "12.3 kJ", "1.500 MJ", with ±std in that unit."""
+    if pd.isna(value):
+        return "-"
+    scale, unit = next(((scale, unit) for scale, unit in JOULE_UNITS if abs(value) >= scale), (1.0, "J"))
+    return f"{_mean_std_text(value / scale, std / scale, _decimals(value / scale))} {unit}"
+
+
+def _mean_std_text(mean: float, std: float, decimals: int) -> str:
     return f"{mean:.{decimals}f}" if pd.isna(std) else f"{mean:.{decimals}f}±{std:.{decimals}f}"
 
 
