@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import PercentFormatter
 
-from analysis.plots import _save
+from analysis.plots import _save, plot_mean_with_band
 from analysis.runs import Run, devices_of
 
 
@@ -53,9 +53,8 @@ def plot_battery(run: Run, path) -> Path:
         devices = int(levels["devices"].iloc[0])
         below = int(levels["below_min"].max())
         note = f", up to {below} below the minimum" if below else ""
-        (line,) = ax.plot(levels["t_s"], levels["mean"], marker="o", markersize=3,
-                          label=f"{profile}: mean of {devices} device{'' if devices == 1 else 's'}{note}")
-        ax.fill_between(levels["t_s"], levels["min"], levels["max"], color=line.get_color(), alpha=0.2, linewidth=0)
+        line = plot_mean_with_band(ax, levels["t_s"], levels,
+                                   f"{profile}: mean of {devices} device{'' if devices == 1 else 's'}{note}")
         if profile in floors:
             ax.axhline(floors[profile], color=line.get_color(), linestyle=":", linewidth=1,
                        label=f"{profile}: minimum level {floors[profile]:.0%}")

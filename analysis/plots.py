@@ -120,11 +120,18 @@ def plot_accuracy_mean(runs: list[Run], x: str, path, metric: str = "accuracy",
         if curve.empty:  # a scenario without this metric (no local test split) has no line
             continue
         seeds = f"mean of {len(group)} seeds" if len(group) > 1 else "1 seed"
-        (line,) = ax.plot(curve["x"], curve["mean"], marker="o", markersize=3, label=f"{label} ({seeds})")
-        ax.fill_between(curve["x"], curve["min"], curve["max"], color=line.get_color(), alpha=0.2, linewidth=0)
+        plot_mean_with_band(ax, curve["x"], curve, f"{label} ({seeds})")
     title = f"{title_word} vs {what}, mean over seeds (band: lowest to highest seed)"
     _finish_accuracy_plot(ax, runs, x, metric, title)
     return _save(fig, path)
+
+
+def plot_mean_with_band(ax, x, values: pd.DataFrame, label: str):
+    """A line through values["mean"] against x, and a band of its colour from values["min"] to values["max"]
+    (the spread over seeds, or over devices); returns the line."""
+    (line,) = ax.plot(x, values["mean"], marker="o", markersize=3, label=label)
+    ax.fill_between(x, values["min"], values["max"], color=line.get_color(), alpha=0.2, linewidth=0)
+    return line
 
 
 def mean_curve(runs: list[Run], x: str, metric: str = "accuracy") -> pd.DataFrame:
