@@ -35,10 +35,12 @@ SERVER = -1  # the device column of the server's own work in events.csv (phase "
 
 class Engine:
     """Plays a scenario's rounds, handing each round's rows to `on_round` and, every checkpoint.every_rounds
-    rounds and after the last, a Checkpoint to `on_checkpoint`; `start`: a checkpoint to go on from."""
+    rounds and after the last, a Checkpoint to `on_checkpoint`; `start`: a checkpoint to go on from; `resources`:
+    the run's device resources, where the caller built them already."""
 
     def __init__(self, exp: Experiment, on_round: Callable[[dict, list[dict]], None],
-                 on_checkpoint: Callable[[Checkpoint], None] | None = None, start: Checkpoint | None = None):
+                 on_checkpoint: Callable[[Checkpoint], None] | None = None, start: Checkpoint | None = None,
+                 resources: Resources | None = None):
         self.exp = exp
         self.cfg = exp.scenario
         self.on_round = on_round
@@ -52,7 +54,7 @@ class Engine:
         self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self.num_samples = exp.clients.num_samples
         self.test_x, self.test_y = self._test_set()
-        self.resources = Resources(exp)
+        self.resources = resources or Resources(exp)  # built by the caller where it checks the fleet first
 
     def _test_set(self):
         """The held-out test set, or a fixed random subset of it when eval.max_samples asks for one."""

@@ -74,6 +74,7 @@ class RunWriter:
         if resume is None:
             (self.path / ckpt.FILE).unlink(missing_ok=True)  # an older run's: it must not be resumed into this one
         self._tables = {name: self._open(name, columns, resume) for name, columns in tables(scenario).items()}
+        self.facts: dict = {}  # what the engine knows once built, for summary.json (the memory footprint)
 
     def _open(self, name: str, columns: list[str], resume: ckpt.Checkpoint | None):
         """The table, unbuffered (a round's rows are one write), from its header or cut back to the checkpoint."""
@@ -138,7 +139,7 @@ class RunWriter:
         summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
                    "algorithm": self.scenario.algorithm.name, "status": status,
                    "target_accuracy": target, "non_iid_degree": self.non_iid_degree, **self.server_data,
-                   **summarize(rounds, [target] if target else [])}
+                   **self.facts, **summarize(rounds, [target] if target else [])}
         if "energy_J" in rounds:  # the sum of every phase's joules, read exactly as written (float(), not pandas 2's
             with open(self.path / "events.csv", newline="") as f:  # parser, which may be an ulp off)
                 summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f))

@@ -22,9 +22,12 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
     from testbed.engine import Engine
     from testbed.runlog import RunWriter, resolved, run_folder
 
+    from testbed.resources import Resources
+
     try:
         exp = sc.build(scenario)
-    except TestbedError as err:  # found while loading data: name the scenario, as validation does
+        resources = Resources(exp)  # a fleet where the task fits no device is refused before the folder is made
+    except TestbedError as err:  # found while loading data or sizing the task: name the scenario, as validation does
         raise TestbedError(f"{source}: {err}") from None
     start = checkpoint.load(run_folder(out, scenario), resolved(scenario)) if resume else None
     writer = RunWriter(out, exp, start)
@@ -41,7 +44,8 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
                                 f"up {uplink / 1e6:.1f}MB")
 
         try:
-            Engine(exp, on_round, writer.checkpoint, start).run()
+            writer.facts |= resources.facts()
+            Engine(exp, on_round, writer.checkpoint, start, resources).run()
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
             raise TestbedError(f"{err} (rounds so far kept in {writer.path})") from None

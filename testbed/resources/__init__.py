@@ -17,7 +17,7 @@ import numpy as np
 from testbed.errors import TestbedError
 from testbed.protocols.timeline import PHASES, Phase
 from testbed.resources.energy import PhaseEnergy, idle_phase
-from testbed.resources.memory_limits import MemoryLimits
+from testbed.resources.memory_limits import MB, MemoryLimits
 
 __all__ = ["Resources", "idle_phase"]
 
@@ -115,6 +115,16 @@ class Resources:
                          "level_mean": float(mine.mean()), "level_min": float(mine.min()),
                          "level_max": float(mine.max()), "below_min": int((~eligible[members]).sum())})
         return rows
+
+    def facts(self) -> dict:
+        """For summary.json, with memory limits: the full task's footprint, and how many devices cannot hold it
+        (never selected) or hold only a submodel."""
+        if self.memory is None:
+            return {}
+        limits = self.memory
+        capped = int((limits.ratio_cap < 1).sum() - (~limits.fits).sum()) if limits.ratio_cap is not None else 0
+        return {"memory_footprint_MB": limits.footprint.total / MB, "memory_unfit_devices": int((~limits.fits).sum()),
+                "memory_capped_devices": capped}
 
     def state(self) -> dict:
         return {} if self.batteries is None else {"batteries": self.batteries.state()}

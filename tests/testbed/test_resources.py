@@ -5,6 +5,7 @@ Device 1: download [0, 1],    compute [1, 3],       upload [3, 4]: the upload's 
 Every duration and watt below is exact in binary floating point, so energies compare exactly.
 """
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -13,8 +14,6 @@ from helpers import simulate, tiny_blobs, tiny_scenario, write_yaml
 import testbed.data
 from testbed import scenario as sc
 from testbed.cli import main
-from testbed.engine import Engine
-from testbed.errors import TestbedError
 from testbed.runner import run_scenario
 
 US, UJ = 1e-6, 1e-6  # to the microsecond, to the microjoule
@@ -115,17 +114,16 @@ def test_an_ineligible_device_is_never_selected_and_is_counted(two_devices):
     assert [r["excluded_memory"] for r in records] == [1, 1] and [r["online"] for r in records] == [2, 2]
 
 
-def test_a_fleet_where_nothing_fits_ends_in_one_line(two_devices):
+def test_a_fleet_where_nothing_fits_ends_in_one_line_before_any_folder(two_devices, tmp_path, capsys):
     for group in two_devices["fleet"]["groups"]:
         group["memory_MB"] = 0.01
-    with pytest.raises(TestbedError, match=r"^fleet: no device has the memory for one training task: it needs "
-                                           r"[0-9.]+ MB \(cnn_fedlps, batch 200, LocalSGD\); the smallest device "
-                                           r"\(raspberry_pi_4, fleet.groups.0\) has 0.0 MB"):
-        sc_build_engine(two_devices)
-
-
-def sc_build_engine(raw):
-    return Engine(sc.build(sc.validate(raw, "test")), lambda r, e: None)
+    file = write_yaml(tmp_path / "tight.yaml", two_devices)
+    assert main(["run", str(file), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not (tmp_path / "runs").exists(), err
+    assert re.match(rf"error: {file}: fleet: no device has the memory for one training task: it needs [0-9.]+ MB "
+                    r"\(cnn_fedlps, batch 200, LocalSGD\); the smallest device \(raspberry_pi_4, fleet.groups.0\) "
+                    r"has 0.0 MB", err), err
 
 
 def test_submodel_ratios_are_capped_by_what_fits(monkeypatch):
@@ -212,3 +210,17 @@ def test_bad_resource_input_gives_one_line_and_exit_2(case, two_devices, tmp_pat
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert expected in err and "fleet.groups.0" in err, err
+
+
+def test_summary_says_how_big_the_task_is_and_how_many_devices_cannot_hold_it(two_devices, tmp_path):
+    from testbed.memory import TrainingMemory
+
+    two_devices["fleet"]["groups"][0]["memory_MB"] = 0.01
+    two_devices["fleet"]["groups"][1]["memory_MB"] = 64
+    scenario = sc.validate(two_devices, "test")
+    exp = sc.build(scenario)
+    footprint = TrainingMemory(exp.model, exp.dataset.train_x[:1], exp.strategy.client).footprint().total
+    _, summary = run_scenario(scenario, "test", tmp_path, quiet=True)
+    assert summary["memory_footprint_MB"] == footprint / 2**20
+    assert (summary["memory_unfit_devices"], summary["memory_capped_devices"]) == (1, 0)
+    assert summary["excluded_memory_total"] == 2  # device 0, online in both rounds
