@@ -102,7 +102,8 @@ class Resources:
 
     # ---- tables and checkpoints ----------------------------------------------------------------------
     def battery_rows(self, r: int, t: float) -> list[dict]:
-        """battery.csv's rows at the end of round r: each group's battery levels (fractions of capacity)."""
+        """battery.csv's rows at the end of round r: each group's battery levels (fractions of capacity; a device
+        with a task still in flight, in an asynchronous run, shows its level before that task)."""
         if self.batteries is None:
             return []
         levels, eligible, rows = self.batteries.levels_at(t), self.batteries.eligible(t), []

@@ -2,7 +2,8 @@
 
 - A device can train where its RAM for training (profile memory_bytes, or the group's memory_MB) is at least the
   task's footprint (testbed/memory.py: parameters, gradients, the local optimizer's state, activations at the
-  batch size), computed once per run from the model and the algorithm's local optimizer.
+  batch size, backward's largest activation gradient), computed once per run from the model and the algorithm's
+  local optimizer.
 - Submodel methods (a strategy with a ratio policy: FedLPS, HeteroFL, FjORD, FedRolex, eFD, FedMP) give each
   device a ratio; a device trains at most the largest ratio on a 1/64 grid whose footprint fits (its cap, 1 where
   the full model fits), so the ratio policies feel the memory. A device where not even 1/64 fits cannot train.
