@@ -5,8 +5,14 @@ the same machinery serves FedMP's E-UCB (Jiang et al., ICDE'22) as the FedLPS au
 Update rule (one agent per device; arms S^i = half-open sub-intervals [lo, hi) of a ratio range):
     split the arm holding the last ratio s at s:  S' = [lo, s), S'' = [s, hi)     (both inherit the history)
     g_i = mean of arm i's rewards, v_i = their population variance, h_i = their number    (eq. 16)
-    U(S_i) = g_i + sqrt( rho (v_i + 2) log(xi psi eps) / (4 (h_i + 1)) ),  bonus 0 when log <= 0  (eq. 17)
-    psi = xi / I^2 with I = the number of arms, eps halved at every observation (Alg. 2 l.6-7)
+    U(S_i) = g_i + sqrt( rho (v_i + 2) L / (4 (h_i + 1)) ),  bonus 0 when L <= 0                  (eq. 17)
+    exploration "paper": L = log(xi psi eps), psi = xi / I^2 with I = the number of arms, eps halved at every
+        observation (Alg. 2 l.6-7). With xi = 10 that is log(1000 eps / I^2): at most log(1000 / 25) after the
+        first observation and negative from about the third (eps = 1/4, I >= 6 arms), so the bonus vanishes and
+        the index is the mean: mean-greedy plus epsilon-greedy 1/m, which is also what the authors' code does.
+    exploration "ucbv": L = log(m + 1), m the device's completed selections: the exploration function of UCB-V
+        (Audibert, Munos and Szepesvari, TCS 2009: log t), which stays positive and grows, so an arm little tried
+        keeps a bonus.
     next arm = argmax U (or, epsilon-greedy, a uniform arm with probability 1/m); s ~ Uniform(arm)
 Deviations and choices:
   - An arm that holds no reward has mean 0 and variance 0. The authors' code seeds every reward list with 0.0 and
@@ -56,9 +62,20 @@ def split_interval(intervals: tuple[Interval, ...], value: float) -> tuple[Inter
     return tuple(intervals[:i]) + middle + tuple(intervals[i + 1:])
 
 
-def ucbv_index(mean: float, variance: float, pulls: int, xi: float, psi: float, eps: float, rho: float) -> float:
-    """Eq. 17: mean + sqrt(rho (variance + 2) log(xi psi eps) / (4 (pulls + 1))); no bonus when the log is <= 0."""
-    log_term = math.log(xi * psi * eps)
+EXPLORATIONS = ("paper", "ucbv")
+
+
+def exploration_log(exploration: str, xi: float, arms: int, eps: float, observations: int) -> float:
+    """L of eq. 17: the paper's log(xi psi eps) with psi = xi / I^2, or UCB-V's log(m + 1)."""
+    if exploration == "paper":
+        return math.log(xi * (xi / arms ** 2) * eps)
+    if exploration == "ucbv":
+        return math.log(observations + 1)
+    raise ValueError(f"unknown exploration {exploration!r}; choose one of: {', '.join(EXPLORATIONS)}")
+
+
+def ucbv_index(mean: float, variance: float, pulls: int, log_term: float, rho: float) -> float:
+    """Eq. 17: mean + sqrt(rho (variance + 2) L / (4 (pulls + 1))); no bonus when L <= 0."""
     if log_term <= 0:
         return mean
     return mean + math.sqrt(rho * (variance + 2.0) * log_term / (4.0 * (pulls + 1)))
@@ -115,6 +132,12 @@ class Agent:
         return tuple((a.lo, a.hi) for a in self.arms)
 
 
+def nearest_arm(agent: Agent, value: float) -> int:
+    """The arm whose interval lies closest to value (the lower one on a tie): for a ratio no arm holds."""
+    gaps = [max(arm.lo - value, value - arm.hi, 0.0) for arm in agent.arms]
+    return int(np.argmin(gaps))
+
+
 def split_arm(agent: Agent, value: float) -> tuple[int | None, int]:
     """Split agent's arm that holds value at value (children inherit the history). Returns (lower, upper) arm
     indices after the split; lower is None when the arm was kept whole (value == lo)."""
@@ -126,14 +149,20 @@ def split_arm(agent: Agent, value: float) -> tuple[int | None, int]:
     return i, i + 1
 
 
-def select_arm(agent: Agent, xi: float, rho: float, epsilon_greedy: bool, rng: np.random.Generator) -> int:
-    """Alg. 2 l.10: argmax of eq. 17 over the arms (psi = xi / I^2). The first draw (m = 0) picks a uniform arm
-    (the paper's random initial partition); with epsilon_greedy a uniform arm replaces the argmax w.p. 1/m."""
+def index_values(agent: Agent, xi: float, rho: float, exploration: str = "paper") -> np.ndarray:
+    """Eq. 17's index of every arm of the agent, as its next selection reads them."""
+    log_term = exploration_log(exploration, xi, len(agent.arms), agent.eps, agent.observations)
+    return np.array([ucbv_index(*arm.stats(), log_term=log_term, rho=rho) for arm in agent.arms])
+
+
+def select_arm(agent: Agent, xi: float, rho: float, epsilon_greedy: bool, rng: np.random.Generator,
+               exploration: str = "paper") -> int:
+    """Alg. 2 l.10: argmax of eq. 17 over the arms. The first draw (m = 0) picks a uniform arm (the paper's random
+    initial partition); with epsilon_greedy a uniform arm replaces the argmax w.p. 1/m."""
     n = len(agent.arms)
     if agent.observations == 0 or (epsilon_greedy and rng.random() < explore_probability(agent.observations)):
         return int(rng.integers(n))
-    psi = xi / n ** 2
-    scores = np.array([ucbv_index(*arm.stats(), xi=xi, psi=psi, eps=agent.eps, rho=rho) for arm in agent.arms])
+    scores = index_values(agent, xi, rho, exploration)
     best = np.flatnonzero(scores == scores.max())
     return int(best[0]) if len(best) == 1 else int(rng.choice(best))
 

@@ -25,8 +25,11 @@ Choices where the paper is silent (spec sec. 6 recommendations): Delta = -0.05, 
 [0.5, 1], alpha = 1, accuracy as a fraction in [0, 1] (accuracy_scale = 100 gives the percent reading), S' = the
 lower half, epsilon-greedy on (as the code), random tie-breaking (bandits.py), a_k^{-1} = 0 (the code) unless the
 engine passes the paper's a_k^{-1} (the initial global model's accuracy on the device's data) as
-feedback.previous_accuracy. The agent splits at its own s_k (before the cap), so the arms stay inside [low, high];
-observe's `ratio` (what the device trained at) is not needed by either bandit.
+feedback.previous_accuracy, eq. 17's exploration term as written ("paper"; "ucbv" keeps it positive, bandits.py).
+The reward goes to the ratio the device trained at, min(z_k, s_k) and any memory cap (Alg. 2 credits s_k^r, the
+ratio the client used): the arm holding it is split there. Where no arm holds that ratio (below the arm space, a
+device whose capability z_k < low, or in a stretch an elimination removed), the nearest arm gets the reward,
+unsplit, as the closest the bandit can choose; no elimination then (there is no lower part).
 Deviations from the paper (where spec and paper differ, the paper wins, except where the brief fixes a choice):
   - Arm space: the paper partitions [0, 1); we follow the authors' code and the spec, [0.5, 1] (low/high).
   - a_k^{r-1} is the device's previous accuracy (paper), not the code's max over all past accuracies.
@@ -52,10 +55,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from testbed.algorithms.bandits import Agent, sample_in, select_arm, split_arm, uniform_intervals
+from testbed.algorithms.bandits import Agent, nearest_arm, sample_in, select_arm, split_arm, uniform_intervals
 from testbed.algorithms.base import Arrival, RoundContext, select_uniform
 
-__all__ = ["select_with_ratios", "observe_arrivals", "Feedback", "RatioPolicy", "FixedRatio", "CapabilityRatio", "LevelsUpToCapability", "PUCBV", "EUCB", "utility", "local_cost",
+__all__ = ["select_with_ratios", "observe_arrivals", "Feedback", "RatioPolicy", "FixedRatio", "CapabilityRatio",
+           "LevelsUpToCapability", "PUCBV", "EUCB", "utility", "local_cost",
            "pucbv_reward", "eucb_reward", "xi_for", "feedback_of", "with_agents_in"]
 
 
@@ -191,6 +195,7 @@ class _IntervalPolicy:
     xi: float
     epsilon_greedy: bool
     cap: bool
+    exploration: str
     state: MutableMapping[int, Agent] = field(default_factory=dict, compare=False, repr=False)
 
     def agent(self, device: int) -> Agent:
@@ -203,7 +208,7 @@ class _IntervalPolicy:
         z = _check_capability(capability)
         agent = self.agent(device)
         if agent.ratio is None:   # first selection, or a result arrived since the last draw
-            arm = select_arm(agent, self.xi, self.rho, self.epsilon_greedy, rng)
+            arm = select_arm(agent, self.xi, self.rho, self.epsilon_greedy, rng, self.exploration)
             agent.ratio = sample_in(agent.arms[arm], rng)
             self.state[int(device)] = agent
         return min(z, agent.ratio) if self.cap else agent.ratio
@@ -236,8 +241,11 @@ class PUCBV(_IntervalPolicy):
     initial_accuracy: float = 0.0    # a_k^{-1} when the engine gives none (code: 0)
     epsilon_greedy: bool = True
     cap: bool = True                 # s = min(z_k, s_bandit)
+    exploration: str = "paper"       # L of eq. 17: "paper" log(xi psi eps), or "ucbv" log(m + 1) (bandits.py)
 
     def observe(self, device: int, round: int, ratio: float, feedback: Feedback) -> None:
+        """`ratio`: what the device trained at (its draw, capped by capability and memory): the arm holding it is
+        split there and credited; below the arm space, the lowest arm is credited whole."""
         feedback.need("accuracy", "flops", "flops_per_s", "bits_up", "up_bps")
         agent = self._pending(device)
         previous = feedback.previous_accuracy
@@ -245,7 +253,8 @@ class PUCBV(_IntervalPolicy):
             previous = self.initial_accuracy if agent.last_accuracy is None else agent.last_accuracy
         cost = local_cost(feedback.flops, feedback.flops_per_s, feedback.bits_up, feedback.up_bps, self.alpha)
         reward = pucbv_reward(feedback.accuracy, previous, cost, self.accuracy_scale)
-        lower, upper = split_arm(agent, agent.ratio)
+        held = any(arm.lo <= ratio < arm.hi for arm in agent.arms)
+        lower, upper = split_arm(agent, ratio) if held else (None, nearest_arm(agent, ratio))
         if lower is not None and feedback.accuracy - previous < self.delta:
             del agent.arms[lower]
             lower, upper = None, upper - 1
@@ -267,6 +276,7 @@ class EUCB(_IntervalPolicy):
     xi: float = 10.0                 # R / (K eps)
     epsilon_greedy: bool = True
     cap: bool = False                # FedMP trains at the bandit's ratio
+    exploration: str = "paper"
 
     def observe(self, device: int, round: int, ratio: float, feedback: Feedback) -> None:
         feedback.need("loss_after", "round_time_s", "mean_round_time_s")

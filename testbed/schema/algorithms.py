@@ -122,6 +122,9 @@ class _IntervalBandit(Strict):
     xi: PositiveFloat | None = None          # R / (K eps); default: stop.max_rounds / round.clients_per_round
     epsilon_greedy: bool = True
     cap: bool
+    # L of eq. 17: "paper" log(xi psi eps), which is negative from about a device's third pick (mean-greedy, as
+    # the authors' code), or "ucbv" log(m + 1), UCB-V's schedule, which keeps an exploration bonus
+    exploration: Literal["paper", "ucbv"] = "paper"
 
     def policy(self, b: Build):
         return self.POLICY(**self.model_dump(exclude={"kind", "xi"}), xi=self.xi or b.xi)

@@ -182,25 +182,27 @@ def test_fedlps_run_repeats_exactly(run):
 
 
 def test_pucbv_agents_split_at_their_ratio_and_learn_the_reward(run):
-    """After round 1 each arrived device's agent has one observation; its arm holding s_k is split at s_k
-    (its own draw, before the cap) and both halves hold G = (U(a) - U(0)) / T_k, T_k = compute s + upload s
-    without the latency (eq. 14-15); no elimination, since a - 0 >= Delta."""
+    """After round 1 each arrived device's agent has one observation; the arm holding the ratio the device trained
+    at, min(z_k, s_k), is split there and both halves hold G = (U(a) - U(0)) / T_k, T_k = compute s + upload s
+    without the latency (eq. 14-15); no elimination, since a - 0 >= Delta. Device 0 (z = 0.5) trained at 0.5, the
+    lower end of the arm [0.5, 0.6), which takes the reward whole; device 1 (z = 1) at its own draw."""
     _, events, recording, exp, _ = run("fedlps")
     agents, arrivals = recording.agents[0], recording.arrivals[0]
     assert sorted(agents) == sorted(arrivals) == [0, 1]
     for d, agent in agents.items():
         s = recording.bandit_ratios[0][d]
-        assert 0.5 <= s < 1.0
+        trained = min(s, float(exp.fleet.tier_at(1)[d]))
+        assert 0.5 <= s < 1.0 and arrivals[d].task.ratio == trained
         assert agent.observations == 1 and agent.eps == 0.5 and agent.ratio is None
         assert agent.last_accuracy == arrivals[d].metrics["train_accuracy"]
         edges = [lo for lo, _ in agent.intervals()] + [agent.intervals()[-1][1]]
-        assert len(agent.arms) == 6 and s in edges
-        assert sorted(set(edges) - {s}) == pytest.approx([0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+        assert sorted(set(edges) | {trained}) == pytest.approx(sorted({0.5, 0.6, 0.7, 0.8, 0.9, 1.0} | {trained}))
         cost = _phase(events, d, 1, "compute") + _phase(events, d, 1, "upload") - float(exp.fleet.latency_s[d])
         reward = (utility(arrivals[d].metrics["train_accuracy"]) - utility(0.0)) / cost
-        split = [arm for arm in agent.arms if s in (arm.lo, arm.hi)]
-        assert len(split) == 2 and all(arm.pulls == 1 and arm.mean == pytest.approx(reward, rel=1e-9) for arm in split)
-        assert all(arm.pulls == 0 for arm in agent.arms if arm not in split)
+        credited = [arm for arm in agent.arms if arm.lo <= trained < arm.hi or arm.hi == trained]
+        assert len(credited) == (1 if d == 0 else 2) and len(agent.arms) == (5 if d == 0 else 6)
+        assert all(arm.pulls == 1 and arm.mean == pytest.approx(reward, rel=1e-9) for arm in credited)
+        assert all(arm.pulls == 0 for arm in agent.arms if arm not in credited)
     assert recording.agents[1][0].observations == 2  # the next round's arrival is observed too
     assert 0.5 <= recording.bandit_ratios[1][0] < 1.0  # and a fresh ratio drawn for round 2
 

@@ -5,22 +5,23 @@ import numpy as np
 import pytest
 
 from testbed.algorithms.bandits import (Agent, Arm, explore_probability, find_interval, select_arm, split_arm,
-                                        split_interval, ucbv_index, uniform_intervals)
+                                        split_interval, ucbv_index, uniform_intervals, exploration_log)
 from testbed.algorithms.ratios import eucb_reward, local_cost, pucbv_reward, utility, xi_for
 
 
 def test_ucbv_index_by_hand():
     # xi psi eps = 10 * (10/36) * 0.5 = 1.3889 -> log = 0.328504; bonus = sqrt(0.5 * 2.5 * 0.328504 / 16) = 0.160201
-    assert ucbv_index(mean=0.2, variance=0.5, pulls=3, xi=10, psi=10 / 36, eps=0.5, rho=0.5) == \
-        pytest.approx(0.2 + 0.160201, abs=1e-6)
+    assert ucbv_index(mean=0.2, variance=0.5, pulls=3, log_term=exploration_log("paper", 10, 6, 0.5, 1), rho=0.5) \
+        == pytest.approx(0.2 + 0.160201, abs=1e-6)
     # no pulls: denominator 4 * (0 + 1); xi psi eps = 10 * 2.5 * 1 = 25 -> log 3.218876; sqrt(0.5*2*3.218876/4)
-    assert ucbv_index(0.0, 0.0, 0, xi=10, psi=2.5, eps=1.0, rho=0.5) == pytest.approx(0.897061, abs=1e-6)
+    assert ucbv_index(0.0, 0.0, 0, log_term=exploration_log("paper", 10, 2, 1.0, 0), rho=0.5) == \
+        pytest.approx(0.897061, abs=1e-6)
 
 
 def test_ucbv_index_has_no_bonus_when_the_log_is_not_positive():
     # 10 * (10/49) * 0.25 = 0.51 -> log < 0; exactly 1 -> log = 0: both give the mean itself
-    assert ucbv_index(0.3, 4.0, 2, xi=10, psi=10 / 49, eps=0.25, rho=0.5) == 0.3
-    assert ucbv_index(-0.7, 1.0, 0, xi=4, psi=0.5, eps=0.5, rho=0.5) == -0.7
+    assert ucbv_index(0.3, 4.0, 2, log_term=exploration_log("paper", 10, 7, 0.25, 2), rho=0.5) == 0.3
+    assert ucbv_index(-0.7, 1.0, 0, log_term=exploration_log("paper", 4, 4, 0.5, 1), rho=0.5) == -0.7
 
 
 def test_uniform_intervals_are_the_codes_linspace():

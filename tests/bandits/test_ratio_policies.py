@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from testbed.algorithms.bandits import Agent, uniform_intervals
+from testbed.algorithms.bandits import Agent, index_values, uniform_intervals
 from testbed.algorithms.ratios import EUCB, PUCBV, CapabilityRatio, Feedback, FixedRatio, RatioPolicy
 
 RNG = np.random.default_rng
@@ -126,13 +126,35 @@ def test_pucbv_previous_accuracy_defaults_to_the_agents_memory():
     assert policy.state[0].arms[-1].mean == pytest.approx((1.0461582 - 0.8727737) / 4, abs=1e-7)
 
 
-def test_pucbv_splits_at_its_own_ratio_even_when_capped():
+def test_a_capped_device_credits_the_arm_holding_the_ratio_it_trained_at():
+    # the bandit draws s = 0.83 but the device can only train at z_k = 0.62: the arm [0.6, 0.7) is split at 0.62
+    # and both halves get the reward; [0.8, 0.9), which the device never trained at, stays whole and empty
     policy = PUCBV()
-    s = policy.choose(0, 0, 0.125, RNG(4))
-    assert s == 0.125
-    policy.observe(0, 0, s, pucbv_feedback(0.6))
-    edges = [e for iv in policy.state[0].intervals() for e in iv]
-    assert min(edges) == 0.5 and len(policy.state[0].arms) == 6
+    with_ratio(policy, 0, 0.83)
+    trained = policy.choose(0, 0, 0.62, RNG(0))
+    assert trained == 0.62
+    policy.observe(0, 0, trained, pucbv_feedback(0.6))
+    agent = policy.state[0]
+    assert agent.intervals() == ((0.5, 0.6), (0.6, 0.62), (0.62, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0))
+    assert [a.pulls for a in agent.arms] == [0, 1, 1, 0, 0, 0]
+
+
+def test_a_ratio_in_a_stretch_an_elimination_removed_credits_the_nearest_arm_whole():
+    policy = PUCBV()
+    agent = with_ratio(policy, 0, 0.75)
+    del agent.arms[1]  # [0.6, 0.7) eliminated earlier
+    policy.observe(0, 0, policy.choose(0, 0, 0.68, RNG(0)), pucbv_feedback(0.6))
+    # 0.68 lies in no arm: [0.7, 0.8) is 0.02 away, [0.5, 0.6) 0.08: the former gets the reward, unsplit
+    assert [(a.lo, a.hi, a.pulls) for a in policy.state[0].arms] == [
+        (0.5, 0.6, 0), (0.7, 0.8, 1), (0.8, 0.9, 0), (0.9, 1.0, 0)]
+
+
+def test_a_ratio_below_the_arm_space_credits_the_lowest_arm_whole():
+    policy = PUCBV()
+    with_ratio(policy, 0, 0.83)
+    policy.observe(0, 0, policy.choose(0, 0, 0.125, RNG(0)), pucbv_feedback(0.6))
+    agent = policy.state[0]
+    assert agent.intervals() == uniform_intervals(0.5, 1.0, 5) and [a.pulls for a in agent.arms] == [1, 0, 0, 0, 0]
 
 
 def test_observe_needs_a_pending_choice_and_its_feedback():
@@ -165,8 +187,8 @@ def test_agents_of_different_devices_share_nothing():
     assert seq_together[1] == seq_alone and together.state[1] == alone.state[1]
     assert together.state[0] != together.state[1] and together.state[0].arms is not together.state[1].arms
     snapshot = copy.deepcopy(together.state[1])
-    together.choose(0, 99, 1.0, RNG(0))
-    together.observe(0, 99, 0.5, pucbv_feedback(0.1))
+    s = together.choose(0, 99, 1.0, RNG(0))
+    together.observe(0, 99, s, pucbv_feedback(0.1))
     assert together.state[1] == snapshot
 
 
@@ -220,3 +242,47 @@ def test_eucb_rewards_the_upper_child_with_loss_drop_over_time_saved():
     agent.ratio = 0.25
     policy.observe(0, 3, 0.25, eucb_feedback(1.0, 12.0, 10.0, loss_before=1.4))   # override: 0.4 / -2
     assert agent.arms[1].pulls == 1 and agent.arms[1].mean == pytest.approx(-0.2)
+
+
+# ---- P-UCBV by hand (Alg. 2, eq. 14-17), both exploration terms --------------------------------------------
+# Two arms over [0.5, 1): [0.5, 0.75), [0.75, 1). Every observation costs T = 2 s + 2 s = 4 s (eq. 14).
+# U(x) = 10 - 20 / (1 + e^{0.35 x}): U(0.1) = 0.174983, U(0.3) = 0.524520, U(0.2) = 0.349857
+R1 = (0.524520 - 0.174983) / 4   # 0.1 -> 0.3: +0.087384
+R2 = (0.349857 - 0.524520) / 4   # 0.3 -> 0.2: -0.043666
+
+
+@pytest.mark.parametrize("exploration", ["paper", "ucbv"])
+def test_pucbv_by_hand(exploration):
+    policy = PUCBV(partitions=2, epsilon_greedy=False, xi=10.0, exploration=exploration)
+    with_ratio(policy, 0, 0.8)   # the first draw is a uniform arm; this one drew 0.8
+    policy.observe(0, 0, policy.choose(0, 0, 1.0, RNG(0)), pucbv_feedback(0.3, previous=0.1))
+    agent = policy.state[0]
+    # [0.75, 1) split at 0.8; both halves get R1; no elimination (+0.2 >= -0.05); eps 1/2, m = 1
+    assert agent.intervals() == ((0.5, 0.75), (0.75, 0.8), (0.8, 1.0))
+    assert [a.pulls for a in agent.arms] == [0, 1, 1] and agent.arms[1].mean == pytest.approx(R1, abs=1e-5)
+    # eq. 17 with rho = 0.5, variance 0: bonus sqrt(0.5 * 2 * L / (4 (h + 1))) = sqrt(L / (4 (h + 1)))
+    #   paper: L = log(10 * (10 / 3^2) * 1/2) = log(5.5556) = 1.714798;  ucbv: L = log(1 + 1) = 0.693147
+    L = {"paper": 1.714798, "ucbv": 0.693147}[exploration]
+    expected = [(L / 4) ** 0.5, R1 + (L / 8) ** 0.5, R1 + (L / 8) ** 0.5]
+    assert index_values(agent, 10.0, 0.5, exploration) == pytest.approx(expected, abs=1e-5)
+    # the untried arm leads either way (paper 0.654748 vs 0.550362; ucbv 0.416277 vs 0.381738)
+    s2 = policy.choose(0, 1, 1.0, RNG(1))
+    assert 0.5 <= s2 < 0.75
+    policy.observe(0, 1, s2, pucbv_feedback(0.2))  # previous: its own last accuracy, 0.3
+    # accuracy fell by 0.1 < -0.05: [0.5, s2) eliminated; [s2, 0.75) gets R2 (it inherited nothing); eps 1/4, m = 2
+    assert agent.intervals() == ((s2, 0.75), (0.75, 0.8), (0.8, 1.0))
+    assert agent.arms[0].pulls == 1 and agent.arms[0].mean == pytest.approx(R2, abs=1e-5)
+    #   paper: L = log(10 * (10 / 9) * 1/4) = log(2.7778) = 1.021651;  ucbv: L = log(3) = 1.098612
+    L = {"paper": 1.021651, "ucbv": 1.098612}[exploration]
+    assert index_values(agent, 10.0, 0.5, exploration) == pytest.approx(
+        [R2 + (L / 8) ** 0.5, R1 + (L / 8) ** 0.5, R1 + (L / 8) ** 0.5], abs=1e-5)
+    s3 = policy.choose(0, 2, 1.0, RNG(2))   # the two R1 arms tie: either, never the R2 one
+    assert 0.75 <= s3 < 1.0
+
+
+def test_the_papers_bonus_vanishes_from_the_third_pick_and_ucbv_keeps_one():
+    # eps = 1/8 after three observations, with 4 arms: paper L = log(10 * 10/16 * 1/8) = log(0.78125) < 0
+    agent = Agent.fresh(uniform_intervals(0.5, 1.0, 4))
+    agent.eps, agent.observations = 0.125, 3
+    assert list(index_values(agent, 10.0, 0.5, "paper")) == [0.0, 0.0, 0.0, 0.0]      # the means: mean-greedy
+    assert index_values(agent, 10.0, 0.5, "ucbv") == pytest.approx([(1.386294 / 4) ** 0.5] * 4, abs=1e-6)  # log 4
