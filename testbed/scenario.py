@@ -448,7 +448,8 @@ def build(scenario: Scenario) -> Experiment:
     client = LocalSGD(**scenario.client.model_dump())
     strategy = scenario.algorithm.strategy(Build(
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
-        scenario.updates_per_aggregation, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared))
+        scenario.updates_per_aggregation, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
+        lambda: initial_accuracy(model, dataset, clients)))
     executor = EXECUTORS[scenario.executor.kind](model, dataset, **scenario.executor.model_dump(exclude={"kind"}))
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, shared)
 
@@ -463,3 +464,13 @@ def _server_data(scenario: Scenario, labels: np.ndarray, num_classes: int) -> tu
                      np.random.default_rng(stream(scenario.seed, Purpose.SERVER_DATA)))
     except ValueError as err:
         raise TestbedError(f"data.server.{err}") from None
+
+
+def initial_accuracy(model: torch.nn.Module, dataset: Dataset, clients: ClientData) -> np.ndarray:
+    """(n,) each device's accuracy of the initial model on its own training data (P-UCBV's a_k^{-1}): one forward
+    pass over the training set before round 1, at no simulated cost (the paper charges nothing for it either)."""
+    from testbed.execution import score
+
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    correct, _ = score(model, params, dataset.train_x, dataset.train_y)
+    return np.array([correct[idx].mean() if len(idx) else 0.0 for idx in clients.train])

@@ -23,9 +23,10 @@ P-UCBV update, on each observation of device k (Alg. 2):
     s uniformly in that arm (testbed/algorithms/bandits.py)
 Choices where the paper is silent (spec sec. 6 recommendations): Delta = -0.05, rho = 0.5, I_0 = 5 partitions of
 [0.5, 1], alpha = 1, accuracy as a fraction in [0, 1] (accuracy_scale = 100 gives the percent reading), S' = the
-lower half, epsilon-greedy on (as the code), random tie-breaking (bandits.py), a_k^{-1} = 0 (the code) unless the
-engine passes the paper's a_k^{-1} (the initial global model's accuracy on the device's data) as
-feedback.previous_accuracy, eq. 17's exploration term as written ("paper"; "ucbv" keeps it positive, bandits.py).
+lower half, epsilon-greedy on (as the code), random tie-breaking (bandits.py), a_k^{-1} = the paper's: the initial
+global model's accuracy on the device's training data, measured before round 1 at no simulated cost (the scenario's
+initial_accuracy: a number gives every device that value instead; the authors' code uses 0), eq. 17's exploration
+term as written ("paper"; "ucbv" keeps it positive, bandits.py).
 The reward goes to the ratio the device trained at, min(z_k, s_k) and any memory cap (Alg. 2 credits s_k^r, the
 ratio the client used): the arm holding it is split there. Where no arm holds that ratio (below the arm space, a
 device whose capability z_k < low, or in a stretch an elimination removed), the nearest arm gets the reward,
@@ -238,7 +239,10 @@ class PUCBV(_IntervalPolicy):
     xi: float = 10.0                 # R / (K eps), see xi_for
     alpha: float = 1.0               # weight of upload seconds in T_k
     accuracy_scale: float = 1.0      # U reads accuracy_scale * a (1: fraction, as the code; 100: percent)
-    initial_accuracy: float = 0.0    # a_k^{-1} when the engine gives none (code: 0)
+    initial_accuracy: float = 0.0    # a_k^{-1} of every device, where none was measured (the authors' code: 0)
+    # a_k^{-1} per device: the initial global model's accuracy on its training data (the paper), measured before
+    # round 1 at no simulated cost (scenario.py's build); None: initial_accuracy for all
+    measured_initial_accuracy: np.ndarray | None = field(default=None, compare=False, repr=False)
     epsilon_greedy: bool = True
     cap: bool = True                 # s = min(z_k, s_bandit)
     exploration: str = "paper"       # L of eq. 17: "paper" log(xi psi eps), or "ucbv" log(m + 1) (bandits.py)
@@ -250,7 +254,10 @@ class PUCBV(_IntervalPolicy):
         agent = self._pending(device)
         previous = feedback.previous_accuracy
         if previous is None:
-            previous = self.initial_accuracy if agent.last_accuracy is None else agent.last_accuracy
+            previous = agent.last_accuracy
+        if previous is None:
+            measured = self.measured_initial_accuracy
+            previous = self.initial_accuracy if measured is None else float(measured[device])
         cost = local_cost(feedback.flops, feedback.flops_per_s, feedback.bits_up, feedback.up_bps, self.alpha)
         reward = pucbv_reward(feedback.accuracy, previous, cost, self.accuracy_scale)
         held = any(arm.lo <= ratio < arm.hi for arm in agent.arms)

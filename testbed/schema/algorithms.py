@@ -6,7 +6,9 @@ submodel costs of the model (submodel methods) and the run's length (P-UCBV's xi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Annotated, ClassVar, Literal, Union, get_args
+from typing import Annotated, Callable, ClassVar, Literal, Union, get_args
+
+import numpy as np
 
 import torch
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
@@ -35,6 +37,8 @@ class Build:
     fleet_size: int
     costs: SubmodelCosts         # the model's prunable units and submodel FLOPs
     shared: SharedData | None = None   # the server's own data (data.server)
+    initial_accuracy: Callable[[], np.ndarray] | None = None  # each device's accuracy of the initial model on its
+                                                              # training data (P-UCBV's a_k^{-1}), measured on demand
 
     @property
     def xi(self) -> float:
@@ -140,8 +144,16 @@ class PUCBVRatio(_IntervalBandit):
     delta: float = -0.05
     alpha: NonNegativeFloat = 1.0
     accuracy_scale: PositiveFloat = 1.0
-    initial_accuracy: Fraction = 0.0
+    # a_k^{-1}: "measured", the initial global model's accuracy on the device's training data (the paper), or a
+    # number for every device (the authors' code: 0)
+    initial_accuracy: Fraction | Literal["measured"] = "measured"
     cap: bool = True
+
+    def policy(self, b: Build):
+        measured = self.initial_accuracy == "measured"
+        return PUCBV(**self.model_dump(exclude={"kind", "xi", "initial_accuracy"}), xi=self.xi or b.xi,
+                     initial_accuracy=0.0 if measured else self.initial_accuracy,
+                     measured_initial_accuracy=b.initial_accuracy() if measured else None)
 
 
 class EUCBRatio(_IntervalBandit):

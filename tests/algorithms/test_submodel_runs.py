@@ -183,7 +183,7 @@ def test_fedlps_run_repeats_exactly(run):
 
 def test_pucbv_agents_split_at_their_ratio_and_learn_the_reward(run):
     """After round 1 each arrived device's agent has one observation; the arm holding the ratio the device trained
-    at, min(z_k, s_k), is split there and both halves hold G = (U(a) - U(0)) / T_k, T_k = compute s + upload s
+    at, min(z_k, s_k), is split there and both halves hold G = (U(a) - U(a_init)) / T_k, T_k = compute s + upload s
     without the latency (eq. 14-15); no elimination, since a - 0 >= Delta. Device 0 (z = 0.5) trained at 0.5, the
     lower end of the arm [0.5, 0.6), which takes the reward whole; device 1 (z = 1) at its own draw."""
     _, events, recording, exp, _ = run("fedlps")
@@ -198,7 +198,9 @@ def test_pucbv_agents_split_at_their_ratio_and_learn_the_reward(run):
         edges = [lo for lo, _ in agent.intervals()] + [agent.intervals()[-1][1]]
         assert sorted(set(edges) | {trained}) == pytest.approx(sorted({0.5, 0.6, 0.7, 0.8, 0.9, 1.0} | {trained}))
         cost = _phase(events, d, 1, "compute") + _phase(events, d, 1, "upload") - float(exp.fleet.latency_s[d])
-        reward = (utility(arrivals[d].metrics["train_accuracy"]) - utility(0.0)) / cost
+        # a_k^{-1}: the initial model's accuracy on the device's own training data, measured before round 1
+        initial = recording.inner.ratios.measured_initial_accuracy[d]
+        reward = (utility(arrivals[d].metrics["train_accuracy"]) - utility(initial)) / cost
         credited = [arm for arm in agent.arms if arm.lo <= trained < arm.hi or arm.hi == trained]
         assert len(credited) == (1 if d == 0 else 2) and len(agent.arms) == (5 if d == 0 else 6)
         assert all(arm.pulls == 1 and arm.mean == pytest.approx(reward, rel=1e-9) for arm in credited)
@@ -217,3 +219,15 @@ def test_device_state_spilled_to_disk_gives_the_same_run(monkeypatch):
     in_memory = simulate(raw)
     spilled = simulate({**raw, "device_state": {"max_in_memory": 1}})
     assert spilled == in_memory
+
+
+def test_the_first_reward_uses_the_initial_models_measured_accuracy_on_the_devices_data(run):
+    _, _, recording, exp, _ = run("fedlps")
+    from testbed.execution import score
+
+    measured = recording.inner.ratios.measured_initial_accuracy
+    params = {n: p.detach() for n, p in exp.model.named_parameters()}  # the initial model: training is functional
+    correct, _ = score(exp.model, params, exp.dataset.train_x, exp.dataset.train_y)
+    for d, indices in enumerate(exp.clients.train):
+        assert measured[d] == correct[indices].mean()
+    assert 0 < measured.min() and measured.max() < 0.5  # an untrained 10-class model: near chance, not the code's 0
