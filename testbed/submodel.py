@@ -15,7 +15,17 @@ except the classifier). Every layer keeps the same fraction `ratio` of its units
 
 `update_mask` broadcasts a unit mask over its weight row (FedLPS masks weights only, never biases or norms).
 
-`submodel_flops` counts the forward multiply-adds of the submodel, per layer from fvcore's per-module counts:
+`submodel_flops` counts the forward multiply-adds of the submodel. One rule serves every method, DisPFL's counter,
+which FedLPS cites: a layer costs its dense count x the share of its weights the device holds and trains. For a
+Conv/Linear layer that share is (kept output units / units) x (live input units / inputs), and a unit of layer l
+removes an input of layer l+1 only where the method removes the unit whole. The methods differ only in what they
+remove:
+- FedLPS masks weight rows and keeps biases, so a masked unit still feeds its bias forward. Layer l+1 keeps all
+  its inputs, and a layer's FLOPs scale by its kept outputs: about s.
+- The shrunk methods drop the unit with its bias. Layer l+1 loses those inputs, and FLOPs scale by
+  kept outputs x live inputs: about s^2.
+The two code paths below are this rule. A two-layer hand count is in tests/submodel/test_submodel.py. Per layer,
+from fvcore's per-module counts:
 - structured=False (mask-only, FedLPS): each masked layer's FLOPs scale by its kept fraction of output units
   (FedLPS §3: "output-unit masking scales FLOPs by about s, not s^2").
 - structured=True (HeteroFL / FjORD / FedRolex / eFD / FedMP, which really shrink the network): a Conv/Linear

@@ -328,3 +328,18 @@ def test_submodel_costs_answer_for_the_model_and_one_sample():
     assert costs.forward_flops(masks, structured=True) == 72000 + 80000 + 4000 + 250
     assert costs.forward_flops(masks, structured=False) == 72000 + 160000 + 8000 + 500
     assert int(costs.structure(masks)["fc1.weight"][1].sum()) == 160
+
+
+def test_kept_flops_of_a_two_layer_model_by_hand_follow_kept_outputs_and_live_inputs():
+    # Linear(4, 6) -> ReLU -> Linear(6, 3), the last layer the classifier (never masked). Keep 3 of the 6 hidden
+    # units: layer 1 holds 3 rows of 4 weights, 12 multiply-adds instead of 24. Masking its rows only (FedLPS:
+    # weights masked, biases kept, so a masked unit still feeds layer 2 its bias) leaves layer 2 whole, 6 x 3 = 18;
+    # shrinking (HeteroFL and the others: the unit gone, bias and all) removes its 3 inputs of layer 2 too, 3 x 3 = 9.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    example = torch.randn(1, 4)
+    masks = unit_masks(dict(model.named_parameters()), prunable_layers(model), 0.5, "ordered")
+    assert {n: int(m.sum()) for n, m in masks.items()} == {"0.weight": 3}
+    assert forward_flops_per_sample(model, example) == 24 + 18
+    assert submodel_flops(model, example, masks, structured=False) == 12 + 18
+    assert submodel_flops(model, example, masks, structured=True) == 12 + 9
