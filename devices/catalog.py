@@ -129,10 +129,6 @@ def _lte_radio_W(up_mbit: float = 0.0, down_mbit: float = 0.0) -> float:
 
 
 NR_RADIO_W = NR_OVER_LTE * _lte_radio_W()  # 5G: 2.5x LTE's active base, not its per-Mbit/s slopes
-PHONE_LOW_UP_W = PHONE_IDLE_W + _lte_radio_W(up_mbit=PHONE_LOW_DOWN_MBIT * LTE_UP_PER_DOWN)
-PHONE_LOW_DOWN_W = PHONE_IDLE_W + _lte_radio_W(down_mbit=PHONE_LOW_DOWN_MBIT)
-PHONE_MID_UP_W = PHONE_IDLE_W + _lte_radio_W(up_mbit=PHONE_MID_DOWN_MBIT * LTE_UP_PER_DOWN)
-PHONE_MID_DOWN_W = PHONE_IDLE_W + _lte_radio_W(down_mbit=PHONE_MID_DOWN_MBIT)
 PHONE_HIGH_RADIO_W = PHONE_IDLE_W + NR_RADIO_W
 SD845_UP_W = PHONE_IDLE_W + _lte_radio_W(up_mbit=LTE_MEDIAN_UP_MBIT)
 SD845_DOWN_W = PHONE_IDLE_W + _lte_radio_W(down_mbit=LTE_MEDIAN_DOWN_MBIT)
@@ -165,6 +161,32 @@ def _on_lab_wifi(
         down_W=idle_W + BOARD_WIFI_RX_W,
         idle_W=idle_W,
         memory_bytes=memory_bytes,
+    )
+
+
+def _on_lte(
+    name: str, peak_flops: float, down_mbit: float, latency_s: float, source: str, *, train_W: float,
+    ram_bytes: float,
+) -> DeviceProfile:
+    """A phone on 4G: uplink LTE_UP_PER_DOWN of its downlink, LTE radio power at those rates plus idle, a third of
+    its RAM for training; every LTE phone class shares these assumptions."""
+    up_mbit = down_mbit * LTE_UP_PER_DOWN
+    up_W, down_W = PHONE_IDLE_W + _lte_radio_W(up_mbit=up_mbit), PHONE_IDLE_W + _lte_radio_W(down_mbit=down_mbit)
+    return DeviceProfile(
+        name=name,
+        peak_flops=peak_flops,
+        efficiency=PHONE_EFFICIENCY,
+        up_Bps=down_mbit * MBIT_BPS * LTE_UP_PER_DOWN,
+        down_Bps=down_mbit * MBIT_BPS,
+        latency_s=latency_s,
+        source=f"{source}; power: {train_W} W training (assumed, below the Snapdragon 845's measured "
+        f"{SD845_LOAD_W} W), {_PHONE_IDLE_NOTE}, {up_W:.2f} W sending and {down_W:.2f} W receiving "
+        f"({_LTE_NOTE}); RAM: {ram_bytes / GIB:g} GB (assumed), {_PHONE_RAM_NOTE}",
+        train_W=train_W,
+        up_W=up_W,
+        down_W=down_W,
+        idle_W=PHONE_IDLE_W,
+        memory_bytes=ram_bytes * PHONE_TRAIN_SHARE,
     )
 
 
@@ -222,43 +244,27 @@ CATALOG: dict[str, DeviceProfile] = {
             idle_W=XAVIER_NX_IDLE_W,
             memory_bytes=XAVIER_NX_RAM_BYTES - JETSON_OS_BYTES,
         ),
-        DeviceProfile(
+        _on_lte(
             name="phone_low",
             peak_flops=50 * GFLOPS,
-            efficiency=PHONE_EFFICIENCY,
-            up_Bps=PHONE_LOW_DOWN_MBIT * MBIT_BPS * LTE_UP_PER_DOWN,
-            down_Bps=PHONE_LOW_DOWN_MBIT * MBIT_BPS,
+            down_mbit=PHONE_LOW_DOWN_MBIT,
             latency_s=LTE_LOW_LATENCY_S,
             source="GPU peak between PowerVR GE8320 (about 40 GFLOPS) and Adreno 506 (about 60 GFLOPS); "
             f"{_PHONE_NOTE}; downlink 6.1 Mbit/s, FedScale's median client (MobiPerf, unverified), uplink "
-            f"1/4 of it (assumed); latency 50 ms one-way (assumed); power: {PHONE_LOW_LOAD_W} W training "
-            f"(assumed, below the Snapdragon 845's measured {SD845_LOAD_W} W), {_PHONE_IDLE_NOTE}, "
-            f"{PHONE_LOW_UP_W:.2f} W sending and {PHONE_LOW_DOWN_W:.2f} W receiving ({_LTE_NOTE}); "
-            f"RAM: 3 GB (assumed), {_PHONE_RAM_NOTE}",
+            "1/4 of it (assumed); latency 50 ms one-way (assumed)",
             train_W=PHONE_LOW_LOAD_W,
-            up_W=PHONE_LOW_UP_W,
-            down_W=PHONE_LOW_DOWN_W,
-            idle_W=PHONE_IDLE_W,
-            memory_bytes=PHONE_LOW_RAM_BYTES * PHONE_TRAIN_SHARE,
+            ram_bytes=PHONE_LOW_RAM_BYTES,
         ),
-        DeviceProfile(
+        _on_lte(
             name="phone_mid",
             peak_flops=190 * GFLOPS,
-            efficiency=PHONE_EFFICIENCY,
-            up_Bps=PHONE_MID_DOWN_MBIT * MBIT_BPS * LTE_UP_PER_DOWN,
-            down_Bps=PHONE_MID_DOWN_MBIT * MBIT_BPS,
+            down_mbit=PHONE_MID_DOWN_MBIT,
             latency_s=LTE_LATENCY_S,
             source="GPU peak assumed: geometric mean of phone_low (50 GFLOPS) and phone_high (0.72 TFLOPS), "
             f"no mid-range figure in our sources; {_PHONE_NOTE}; downlink 20.3 Mbit/s, Ookla's 2017 global "
-            "mobile mean, uplink 1/4 of it (assumed); latency 25 ms one-way (assumed); power: "
-            f"{PHONE_MID_LOAD_W} W training (assumed, below the Snapdragon 845's measured {SD845_LOAD_W} W), "
-            f"{_PHONE_IDLE_NOTE}, {PHONE_MID_UP_W:.2f} W sending and {PHONE_MID_DOWN_W:.2f} W receiving "
-            f"({_LTE_NOTE}); RAM: 6 GB (assumed), {_PHONE_RAM_NOTE}",
+            "mobile mean, uplink 1/4 of it (assumed); latency 25 ms one-way (assumed)",
             train_W=PHONE_MID_LOAD_W,
-            up_W=PHONE_MID_UP_W,
-            down_W=PHONE_MID_DOWN_W,
-            idle_W=PHONE_IDLE_W,
-            memory_bytes=PHONE_MID_RAM_BYTES * PHONE_TRAIN_SHARE,
+            ram_bytes=PHONE_MID_RAM_BYTES,
         ),
         DeviceProfile(
             name="phone_high",
