@@ -14,7 +14,8 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from .intervals import NEVER_AGAIN, merge_intervals, read_only
-from .seeding import child_seed, device_rng
+from .sampled import GroupSampled
+from .seeding import device_rng
 
 DAY_S = 86400.0
 CURSOR_STEPS = 4  # rows a device may step over from the last query's answer before a binary search is cheaper
@@ -190,7 +191,7 @@ def _check_time(t: float) -> None:
         raise ValueError(f"query time must be finite, got {t!r}")
 
 
-class Availability:
+class Availability(GroupSampled):
     """Every device's on-intervals, pre-sampled from a seed, and queries on them.
 
     Devices are numbered group after group. Intervals are stored flat (device d owns rows
@@ -204,19 +205,7 @@ class Availability:
         seed: np.random.SeedSequence,
         initial_horizon_s: float = DAY_S,
     ):
-        if not (math.isfinite(initial_horizon_s) and initial_horizon_s > 0):
-            raise ValueError(f"initial_horizon_s must be a finite number > 0, got {initial_horizon_s!r}")
-        self._groups = tuple((model, int(count)) for model, count in groups)
-        self._seed = seed
-        self._sample(initial_horizon_s)
-
-    @property
-    def n(self) -> int:
-        return len(self._offsets) - 1
-
-    @property
-    def horizon_s(self) -> float:
-        return self._horizon_s
+        super().__init__(groups, seed, initial_horizon_s)
 
     def online_at(self, t: float) -> np.ndarray:
         """(n,) bool: which devices are online at t."""
@@ -268,9 +257,7 @@ class Availability:
         return np.column_stack([starts[before], ends[before]])
 
     def _sample(self, horizon_s: float) -> None:
-        per_device = []
-        for group_index, (model, count) in enumerate(self._groups):
-            per_device += model.sample(child_seed(self._seed, group_index), count, horizon_s)
+        per_device = self._draws(horizon_s)
         self._offsets = np.concatenate([[0], np.cumsum([len(rows) for rows in per_device], dtype=np.int64)])
         rows = np.concatenate(per_device) if per_device else np.empty((0, 2))
         self._starts = np.ascontiguousarray(rows[:, 0])
@@ -279,13 +266,8 @@ class Availability:
         self._cursor: tuple[float, np.ndarray] | None = None   # (t, _first_ending_after(t)) of the last query
 
     def _cover(self, t: float) -> None:
-        """Sample past t, doubling the horizon: one re-sample, however far t lies."""
         _check_time(t)
-        horizon_s = self._horizon_s
-        while horizon_s <= t:
-            horizon_s *= 2
-        if horizon_s != self._horizon_s:
-            self._sample(horizon_s)
+        self._extend_past(t)
 
     def _is_final(self, time_s: float) -> bool:
         """Whether a sampled start or end is final: it lies before the horizon, or it is infinite (the

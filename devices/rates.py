@@ -35,7 +35,8 @@ import numpy as np
 
 from .availability import DAY_S, Diurnal, MarkovOnOff
 from .intervals import read_only
-from .seeding import child_seed, device_rng
+from .sampled import GroupSampled
+from .seeding import device_rng
 from .trace_files import _malformed, _opened
 
 CHUNK = 32  # pieces a phase walks through per numpy call: most phases end within the first few
@@ -224,7 +225,7 @@ def _check_phase(amount: float, base_rate: float) -> None:
         raise ValueError(f"base_rate must be a finite number > 0, got {base_rate!r}")
 
 
-class Rates:
+class Rates(GroupSampled):
     """Every device's factor step function, sampled from a seed up to a horizon, and the phase queries on it.
 
     Devices are numbered group after group; group g samples from child_seed(seed, g). Pieces are stored flat
@@ -239,22 +240,10 @@ class Rates:
         seed: np.random.SeedSequence,
         initial_horizon_s: float = DAY_S,
     ):
-        if not _is_positive(initial_horizon_s):
-            raise ValueError(f"initial_horizon_s must be a finite number > 0, got {initial_horizon_s!r}")
-        self._groups = tuple((model, int(count)) for model, count in groups)
-        self._seed = seed
+        super().__init__(groups, seed, initial_horizon_s)
         self._constant = np.repeat(
             [isinstance(model, Constant) for model, _ in self._groups], [count for _, count in self._groups]
         ).astype(bool)
-        self._sample(float(initial_horizon_s))
-
-    @property
-    def n(self) -> int:
-        return len(self._offsets) - 1
-
-    @property
-    def horizon_s(self) -> float:
-        return self._horizon_s
 
     def is_constant(self, device: int) -> bool:
         """Whether the device's group is Constant (factor 1 for good)."""
@@ -333,10 +322,7 @@ class Rates:
         """The device's (starts, factors, ends), sampled past t."""
         self._check_device(device)
         if self._ends[self._offsets[device + 1] - 1] <= t:
-            horizon_s = self._horizon_s
-            while horizon_s <= t:
-                horizon_s *= 2
-            self._sample(horizon_s)
+            self._extend_past(t)
         rows = slice(self._offsets[device], self._offsets[device + 1])
         return self._starts[rows], self._factors[rows], self._ends[rows]
 
@@ -346,12 +332,11 @@ class Rates:
 
     def _sample(self, horizon_s: float) -> None:
         starts, factors, last_ends = [np.empty(0)], [np.empty(0)], []
-        for group_index, (model, count) in enumerate(self._groups):
-            for times, values in model.sample(child_seed(self._seed, group_index), count, horizon_s):
-                device_starts, device_factors, last_end = _before_horizon(times, values, horizon_s)
-                starts.append(device_starts)
-                factors.append(device_factors)
-                last_ends.append(last_end)
+        for times, values in self._draws(horizon_s):
+            device_starts, device_factors, last_end = _before_horizon(times, values, horizon_s)
+            starts.append(device_starts)
+            factors.append(device_factors)
+            last_ends.append(last_end)
         self._offsets = np.concatenate([[0], np.cumsum([len(s) for s in starts[1:]], dtype=np.int64)])
         self._starts = np.concatenate(starts)
         self._factors = np.concatenate(factors)
