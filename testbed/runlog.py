@@ -42,13 +42,12 @@ BATTERY_TABLE = ["round", "t_s", "group", "profile", "level_mean", "level_min", 
 
 def tables(scenario) -> dict[str, list[str]]:
     """The run's tables and their columns, in the order of a round's rows."""
-    batteries = any(g.battery for g in scenario.fleet.groups)
     extras = [extra for extra, on in ((ASYNC_COLUMNS, scenario.protocol.kind == "async"),
                                       (ENERGY_COLUMNS, scenario.energy_on), (MEMORY_COLUMNS, scenario.memory_on),
-                                      (BATTERY_COLUMNS, batteries)) if on]
+                                      (BATTERY_COLUMNS, scenario.batteries_on)) if on]
     out = {name: columns + [c for extra in extras for c in extra.get(name, [])] for name, columns in
            (("rounds.csv", ROUND_COLUMNS), ("events.csv", EVENT_COLUMNS))}
-    return out | ({"battery.csv": BATTERY_TABLE} if batteries else {})
+    return out | ({"battery.csv": BATTERY_TABLE} if scenario.batteries_on else {})
 
 
 def run_folder(out_root: str | Path, scenario) -> Path:

@@ -20,9 +20,8 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
 
     from testbed import checkpoint
     from testbed.engine import Engine
-    from testbed.runlog import RunWriter, resolved, run_folder
-
     from testbed.resources import Resources
+    from testbed.runlog import RunWriter, resolved, run_folder
 
     try:
         exp = sc.build(scenario)

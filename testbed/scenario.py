@@ -227,9 +227,13 @@ class Scenario(Strict):
     resources: Resources = Resources()
 
     @property
+    def batteries_on(self) -> bool:
+        return any(g.battery for g in self.fleet.groups)
+
+    @property
     def energy_on(self) -> bool:
         """Energy is accounted when asked for, or where a battery needs it."""
-        return self.resources.energy or any(g.battery for g in self.fleet.groups)
+        return self.resources.energy or self.batteries_on
 
     @property
     def memory_on(self) -> bool:

@@ -251,17 +251,19 @@ class AsyncServer:
         uniform draws over the fleet kept when eligible (cheap while many are), then, where REJECTION_DRAWS
         draws a slot were not enough, the remaining eligible devices listed and drawn from."""
         availability, now, n = self.engine.exp.fleet.availability, self.env.now, self.engine.exp.fleet.n
-        allowed = self.engine.resources.usable(np.ones(n, dtype=bool), now)  # memory and battery
+        allowed = self.engine.resources.allowed(now)  # memory and battery; None: every device
         chosen: dict[int, float] = {}
         for _ in range(REJECTION_DRAWS * k):
             d = int(self.selection.integers(n))
-            if d not in self.in_flight and d not in chosen and allowed[d]:
+            if d not in self.in_flight and d not in chosen and (allowed is None or allowed[d]):
                 until = availability.online_until(d, now)
                 if until > now:
                     chosen[d] = until
                     if len(chosen) == k:
                         return chosen
-        eligible = availability.online_at(now) & allowed
+        eligible = availability.online_at(now)
+        if allowed is not None:
+            eligible &= allowed
         eligible[list(self.in_flight) + list(chosen)] = False
         pool = np.flatnonzero(eligible)
         for d in self.selection.choice(pool, min(k - len(chosen), len(pool)), replace=False).tolist():

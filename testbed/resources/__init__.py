@@ -29,6 +29,8 @@ class Resources:
         self.energy = PhaseEnergy(fleet.power_W) if cfg.energy_on else None
         self.idle_energy = cfg.resources.idle_energy
         self.batteries = fleet.batteries
+        # which devices run on a battery, read once: the per-task queries below would copy it every time
+        self.on_battery = None if self.batteries is None else self.batteries.has_battery()
         if self.energy is not None:
             self._check_power_figures()
         self.memory = MemoryLimits(exp) if cfg.memory_on else None
@@ -50,12 +52,20 @@ class Resources:
     # ---- who may train ------------------------------------------------------------------------------
     def usable(self, online: np.ndarray, t: float) -> np.ndarray:
         """(n,) bool: online at t, fitting in memory and with battery enough to start."""
-        usable = online.copy()
+        allowed = self.allowed(t)
+        return online.copy() if allowed is None else online & allowed
+
+    def allowed(self, t: float) -> np.ndarray | None:
+        """(n,) bool: fitting in memory and with battery enough to start at t; None where neither is modelled (every
+        device is), so that a protocol's hot path need not build an all-True array."""
+        if self.memory is None and self.batteries is None:
+            return None
+        allowed = np.ones(self.fleet.n, dtype=bool)
         if self.memory is not None:
-            usable &= self.memory.fits
+            allowed &= self.memory.fits
         if self.batteries is not None:
-            usable &= self.batteries.eligible(t)
-        return usable
+            allowed &= self.batteries.eligible(t)
+        return allowed
 
     def excluded(self, online: np.ndarray, t: float) -> dict[str, int]:
         """How many online devices memory and battery keep out at t (a device both keep out counts for memory)."""
@@ -82,7 +92,7 @@ class Resources:
                    online_until: float) -> tuple[float, bool]:
         """When the task dispatched at t0 with these phase durations loses its device, and whether that is its
         battery emptying (before its on-interval ends)."""
-        if self.batteries is None or not self.batteries.has_battery()[device]:
+        if self.on_battery is None or not self.on_battery[device]:
             return online_until, False
         load, start = [], t0
         for phase, duration in zip(PHASES, seconds):
@@ -93,7 +103,7 @@ class Resources:
 
     def drain(self, device: int, phases: list[Phase]) -> None:
         """The task's phases (its idle wait included) drain the device's battery, up to the last one's end."""
-        if self.batteries is not None and phases and self.batteries.has_battery()[device]:
+        if self.on_battery is not None and phases and self.on_battery[device]:
             load = [(p.start_s, p.end_s, self.energy.watts_of(device, p.phase)) for p in phases]
             self.batteries.settle(device, phases[-1].end_s, load)
 
