@@ -81,3 +81,24 @@ def run_recorded(raw: dict, recording):
     records, events = [], []
     Engine(exp, lambda record, rows: (records.append(record), events.extend(rows))).run()
     return pd.DataFrame(records), recorder, pd.DataFrame(events)
+
+
+def run_killed_after(raw: dict, out, round_: int) -> None:
+    """Run a scenario through run_scenario and die right after round `round_`'s rows are written, as a kill would
+    (no summary, no final checkpoint): what --resume then goes on from."""
+    import pytest
+
+    from testbed.runlog import RunWriter
+    from testbed.runner import run_scenario
+
+    write_round = RunWriter.round
+
+    def round_then_die(self, record, events):
+        write_round(self, record, events)
+        if record["round"] == round_:
+            raise SystemExit("killed")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RunWriter, "round", round_then_die)
+        with pytest.raises(SystemExit):
+            run_scenario(sc.validate(raw, "test"), "test", out, quiet=True)

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import TWO_DEVICES, tiny_blobs, write_yaml
+from helpers import TWO_DEVICES, run_killed_after, tiny_blobs, write_yaml
 
 import testbed.data
 from testbed import scenario as sc
@@ -256,7 +256,6 @@ def test_serial_and_batched_executors_give_the_same_async_run(tmp_path):
 
 
 def test_an_async_run_killed_between_checkpoints_resumes_to_the_tables_of_an_unbroken_run(tmp_path):
-    from testbed.runlog import RunWriter
     from testbed.runner import run_scenario
 
     # Markov availability on both devices: drops, waits for devices to come back, tasks in flight at every
@@ -268,17 +267,7 @@ def test_an_async_run_killed_between_checkpoints_resumes_to_the_tables_of_an_unb
     reference, summary = run_scenario(sc.validate(raw, "test"), "test", tmp_path / "unbroken", quiet=True)
     unbroken = pd.read_csv(reference / "rounds.csv")
     assert unbroken["dropped"].sum() > 0 and unbroken["arrived"].min() == 0  # drops, and empty periods
-    write_round = RunWriter.round
-
-    def round_then_die(self, record, events):
-        write_round(self, record, events)
-        if record["round"] == 19:
-            raise SystemExit("killed")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(RunWriter, "round", round_then_die)
-        with pytest.raises(SystemExit):
-            run_scenario(sc.validate(raw, "test"), "test", tmp_path / "broken", quiet=True)
+    run_killed_after(raw, tmp_path / "broken", 19)
     run = tmp_path / "broken" / "two_devices" / "0"
     from testbed import checkpoint
 

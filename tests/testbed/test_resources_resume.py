@@ -5,12 +5,11 @@ import math
 
 import pandas as pd
 import pytest
-from helpers import tiny_blobs, tiny_scenario
+from helpers import run_killed_after, tiny_blobs, tiny_scenario
 
 import testbed.data
 from testbed import checkpoint
 from testbed import scenario as sc
-from testbed.runlog import RunWriter
 from testbed.runner import run_scenario
 
 TABLES = ("rounds.csv", "events.csv", "battery.csv")
@@ -39,20 +38,6 @@ def _tables(run) -> list[bytes]:
     return [(run / t).read_bytes() for t in TABLES]
 
 
-def _kill_after(raw, out, round_):
-    write_round = RunWriter.round
-
-    def round_then_die(self, record, events):
-        write_round(self, record, events)
-        if record["round"] == round_:
-            raise SystemExit("killed")
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(RunWriter, "round", round_then_die)
-        with pytest.raises(SystemExit):
-            run_scenario(sc.validate(raw, "test"), "test", out, quiet=True)
-
-
 SCENARIOS = {
     "sync": lambda: tiny_scenario({"name": "fedavg"}, rounds=30),
     "async": lambda: tiny_scenario({"name": "fedavg"}, rounds=30) | {
@@ -69,7 +54,7 @@ def test_a_run_with_resources_killed_between_checkpoints_resumes_to_the_same_tab
     rounds = pd.read_csv(reference / "rounds.csv")
     # the batteries matter: tasks dropped when one empties, devices refusing work below their minimum
     assert rounds["depleted"].sum() > 0 and rounds["excluded_battery"].sum() > 0, rounds
-    _kill_after(raw, tmp_path / "broken", 10)
+    run_killed_after(raw, tmp_path / "broken", 10)
     run = tmp_path / "broken" / "tiny" / "0"
     saved = checkpoint.load(run, (run / "scenario.resolved.yaml").read_text())
     assert saved.round == 8 and "batteries" in saved.resources

@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 import torch
-from helpers import ROOT, tiny_blobs, tiny_scenario, write_yaml
+from helpers import ROOT, run_killed_after, tiny_blobs, tiny_scenario, write_yaml
 
 import testbed.data
 from testbed import checkpoint
@@ -74,20 +74,8 @@ def _run_in_process(raw, out, resume=False, stop_after_round=None):
     """Run through run_scenario; stop_after_round: die right after that round's rows are written, as a kill
     would (no summary, no final checkpoint)."""
     if stop_after_round is not None:
-        from testbed.runlog import RunWriter
-
-        write_round = RunWriter.round
-
-        def round_then_die(self, record, events):
-            write_round(self, record, events)
-            if record["round"] == stop_after_round:
-                raise SystemExit("killed")
-
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(RunWriter, "round", round_then_die)
-            with pytest.raises(SystemExit):
-                run_scenario(sc.validate(raw, "test"), "test", out, quiet=True, resume=resume)
-        return None
+        assert not resume, "a killed run starts from scratch here"
+        return run_killed_after(raw, out, stop_after_round)
     return run_scenario(sc.validate(raw, "test"), "test", out, quiet=True, resume=resume)
 
 
