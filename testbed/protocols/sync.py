@@ -92,8 +92,7 @@ def run_sync(engine, env: simpy.Environment):
         play = yield env.process(play_round(env, timelines, {d: at for d, (at, _) in offline.items()},
                                             cfg.round.clients_per_round, cfg.round.deadline_s))
         phases = play.phases + idle_waits(engine, play)
-        for d in tasks:
-            resources.drain(d, [p for p in phases if p.device == d])
+        resources.drain_all(phases)
         received = engine.deliver(state, {tasks[d].down for d in play.kept})
         work = [(tasks[d], timelines[d], received[tasks[d].down]) for d in sorted(play.kept)]
         state, metrics = strategy.aggregate(state, r, engine.train(work),

@@ -101,6 +101,16 @@ class Resources:
         empty = self.batteries.empty_at(device, t0, load)
         return (empty, True) if empty < online_until else (online_until, False)
 
+    def drain_all(self, phases: list[Phase]) -> None:
+        """drain for every device among these phases (a round's), each with its own, in order."""
+        if self.on_battery is None:
+            return
+        by_device: dict[int, list[Phase]] = {}
+        for p in phases:
+            by_device.setdefault(p.device, []).append(p)
+        for device, own in by_device.items():
+            self.drain(device, own)
+
     def drain(self, device: int, phases: list[Phase]) -> None:
         """The task's phases (its idle wait included) drain the device's battery, up to the last one's end."""
         if self.on_battery is not None and phases and self.on_battery[device]:
