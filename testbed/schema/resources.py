@@ -68,8 +68,7 @@ class MarkovSlowdown(Strict):
     start: Literal["stationary", "normal", "slow"] = "stationary"
 
     def model(self):
-        start = {"normal": "off", "slow": "on"}.get(self.start, self.start)
-        return devices.MarkovSlowdown(self.factor, self.mean_normal_s, self.mean_slow_s, start)
+        return devices.MarkovSlowdown(self.factor, self.mean_normal_s, self.mean_slow_s, self.start)
 
 
 class DiurnalRate(Strict):

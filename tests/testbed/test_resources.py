@@ -224,3 +224,11 @@ def test_summary_says_how_big_the_task_is_and_how_many_devices_cannot_hold_it(tw
     assert summary["memory_footprint_MB"] == footprint / 2**20
     assert (summary["memory_unfit_devices"], summary["memory_capped_devices"]) == (1, 0)
     assert summary["excluded_memory_total"] == 2  # device 0, online in both rounds
+
+
+@pytest.mark.parametrize("start, factor", [("slow", 0.5), ("normal", 1.0)])
+def test_a_markov_slowdown_starts_where_the_scenario_says(two_devices, start, factor):
+    two_devices["fleet"]["groups"][0]["speed"] = {"kind": "markov", "factor": 0.5, "mean_normal_s": 5,
+                                                  "mean_slow_s": 3, "start": start}
+    fleet = sc.build(sc.validate(two_devices, "test")).fleet
+    assert fleet.speed.factor_at(0, 0.0) == factor and fleet.speed.factor_at(1, 0.0) == 1.0
