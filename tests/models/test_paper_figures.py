@@ -12,6 +12,8 @@ from torch import nn
 from testbed.flops import FLOPS_PER_MULTIPLY_ADD, forward_flops_per_sample, training_flops
 from testbed.models import MODELS
 from testbed.models.summary import count_parameters
+from testbed.models.units import prunable_layers
+from testbed.submodel import submodel_flops, unit_masks
 
 
 def _flops(name, shape, classes):
@@ -129,6 +131,31 @@ def test_fedlps_fedavg_mnist_training_flops():
     assert _close(3 * theirs * samples, 2.8e12)
     assert _close(FLOPS_PER_MULTIPLY_ADD * training_flops(ours, samples), 2.8e12)
     assert not _close(training_flops(ours, samples), 2.8e12, rel=0.4)  # raw multiply-adds: half the paper's
+
+
+def test_fedlps_submodel_methods_mnist_training_flops():
+    """FedLPS Tables I/II, MNIST, the submodel methods' total FLOPs (1e12) against FedAvg's 2.8, at the same
+    settings, with the capability z drawn uniformly from {1, 1/2, 1/4, 1/8, 1/16} (expected over the draw):
+    - FLST (s = 0.5 for all): 1.4. RCR-Dyn (s = z): 1.1. HeteroFL, FjORD, FedRolex, eFD (width z): 1.1 each.
+    testbed.submodel's rule counts what a device computes: FedLPS-style masks (biases kept, so a masked unit
+    still feeds the next layer) scale a layer by its kept outputs, and FLST/RCR reproduce 1.4 and 1.1. The width
+    methods drop whole units, so their next layer loses inputs too. This gives 0.83, not 1.1. The paper's 1.1 is
+    its masked count applied to them, i.e. it charges them for inputs they no longer have (x1.28 here)."""
+    model, x = MODELS["cnn_fedlps"]((1, 28, 28), 10, 1.0), torch.zeros(1, 1, 28, 28)
+    dense = forward_flops_per_sample(model, x)
+    fedavg = FLOPS_PER_MULTIPLY_ADD * training_flops(dense, _fedlps_samples(200, 32))  # 2.768e12, test above
+    units, params = prunable_layers(model), dict(model.named_parameters())
+
+    def total(ratio, structured):  # FedAvg's total x the submodel's share of the dense forward count
+        return fedavg * submodel_flops(model, x, unit_masks(params, units, ratio, "ordered"), structured) / dense
+
+    tiers = (1, 1 / 2, 1 / 4, 1 / 8, 1 / 16)
+    masked = sum(total(z, structured=False) for z in tiers) / len(tiers)
+    shrunk = sum(total(z, structured=True) for z in tiers) / len(tiers)
+    assert round(total(0.5, structured=False) / 1e12, 1) == 1.4   # FLST
+    assert round(masked / 1e12, 1) == 1.1                          # RCR-Dyn, and the paper's width methods
+    assert round(shrunk / 1e12, 2) == 0.83                         # the width methods as the device runs them
+    assert _close(masked / shrunk, 1.28, rel=0.01)
 
 
 @pytest.mark.parametrize("name, shape, classes, per_client, paper", [
