@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 Capability = Annotated[float, Field(gt=0, le=1)]
@@ -12,6 +12,20 @@ Capability = Annotated[float, Field(gt=0, le=1)]
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_kinds(cls, data):
+        """A section written without `kind` whose keys all belong to its default's kind is that kind, so
+        `--set algorithm.ratio.exploration=ucbv` tunes FedLPS's default P-UCBV instead of asking for the kind."""
+        if not isinstance(data, dict):
+            return data
+        for name, field in cls.model_fields.items():
+            value, default = data.get(name), field.default
+            if (isinstance(value, dict) and "kind" not in value and isinstance(default, BaseModel)
+                    and "kind" in type(default).model_fields and set(value) <= set(type(default).model_fields)):
+                data = {**data, name: {"kind": default.kind, **value}}
+        return data
 
 
 def registered(kind: str, registry) -> type[str]:

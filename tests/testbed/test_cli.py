@@ -7,6 +7,7 @@ import yaml
 from helpers import ROOT, write_yaml
 
 from testbed.cli import main
+from testbed.scenario import load
 
 SCENARIOS = sorted((ROOT / "scenarios").rglob("*.yaml"))  # the studies too
 
@@ -63,6 +64,15 @@ def test_bad_override_and_report_of_a_missing_run(tmp_path, capsys):
     assert main(["report", str(tmp_path / "runs/x/0")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "runs/x/0" in err
+
+
+def test_a_section_without_kind_tunes_the_default_kind(capsys):
+    fedlps = ROOT / "scenarios/fedlps_mnist.yaml"
+    ratio = load(fedlps, ["algorithm.ratio.exploration=ucbv"]).algorithm.ratio
+    assert (ratio.kind, ratio.exploration, ratio.low, ratio.partitions) == ("pucbv", "ucbv", 0.5, 5)
+    # keys of another kind still ask for the kind
+    assert main(["validate", str(fedlps), "--set", "algorithm.ratio.ratio=0.3"]) == 2
+    assert "algorithm.ratio.kind: missing; it selects the kind of this section" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.name)
