@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from testbed.data.cache import cached
 from testbed.data.dataset import Dataset
 
 TEST_EVERY = 5
@@ -29,6 +30,7 @@ def test_mask(labels: np.ndarray, every: int = TEST_EVERY) -> np.ndarray:
     return rank % every == every - 1
 
 
+@cached("scikit-learn")
 def load_digits() -> Dataset:
     from sklearn.datasets import load_digits as sklearn_digits
 

