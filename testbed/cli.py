@@ -16,6 +16,10 @@ def _run(args) -> None:
     from testbed import scenario as sc
     from testbed.runner import run_scenario
 
+    if args.seeds is not None:
+        return _run_seeds(args)
+    if args.jobs > 1 or args.ray:
+        raise TestbedError("--jobs and --ray run several seeds at once: add --seeds, e.g. --seeds 0,1,2")
     overrides = list(args.set or []) + ([f"seed={args.seed}"] if args.seed is not None else [])
     scenario = sc.load(args.file, overrides)
     path, summary = run_scenario(scenario, args.file, args.out, args.quiet, args.resume)
@@ -28,6 +32,38 @@ def _run(args) -> None:
               f"{summary['server_non_iid_degree']:.3f} (its labels against all device data's)")
     print(f"\n{table}\n\nplots:")
     print("\n".join(f"  {p}" for p in plots))
+
+
+def _run_seeds(args) -> None:
+    """--seeds 0,1,2: one run per seed, --jobs at a time (or on Ray), then one report over them."""
+    from analysis.report import write_report
+    from testbed import scenario as sc
+    from testbed.parallel import Job, progress_printer, run_jobs
+    from testbed.runlog import run_folder
+
+    if args.seed is not None:
+        raise TestbedError("--seed and --seeds: give one of them")
+    scenarios = [sc.load(args.file, list(args.set or []) + [f"seed={seed}"]) for seed in args.seeds]
+    jobs = [Job(s, f"{args.file} (seed {s.seed})", Path(args.out), args.resume, f"seed {s.seed}") for s in scenarios]
+    outcomes = run_jobs(jobs, args.jobs, args.ray, progress_printer(len(jobs)))
+    folders = [run_folder(args.out, o.job.scenario) for o in outcomes if o.error is None]
+    if folders:
+        table, _ = write_report(folders, folders[0].parent / "plots")
+        print(f"\n{table}\n\nrun folders: {folders[0].parent}/<seed>; plots: {folders[0].parent / 'plots'}")
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        raise TestbedError(f"{len(failed)} of {len(outcomes)} runs did not complete "
+                           f"({', '.join(o.job.label for o in failed)}); their folders say how they ended")
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of seeds; write e.g. 0,1,2") from None
+    if len(set(seeds)) < len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r} lists a seed twice")
+    return seeds
 
 
 def _validate(args) -> None:
@@ -87,7 +123,7 @@ def _compare(args) -> None:
 def _sweep(args) -> None:
     from testbed.sweep import sweep
 
-    sweep(args.file, args.grid, args.set or [], args.out, args.quiet)
+    sweep(args.file, args.grid, args.set or [], args.out, args.quiet, args.jobs, args.ray)
 
 
 def _models(args) -> None:
@@ -98,6 +134,20 @@ def _models(args) -> None:
           "training costs 3x that per sample")
 
 
+def _jobs(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of jobs; give a whole number >= 1")
+    return int(text)
+
+
+def _parallel_options(command) -> None:
+    command.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                         help="runs at once in N local worker processes, the cores split between them (default 1)")
+    command.add_argument("--ray", metavar="ADDRESS", help="each run as a Ray task: a cluster's address, 'auto' "
+                         "for the running cluster, or 'local' to start Ray here; --out must be a folder every node "
+                         "sees")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="testbed", description="Federated learning on a simulated edge fleet: "
                                   "time-to-accuracy in simulated seconds, bytes and FLOPs.")
@@ -105,11 +155,14 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a scenario and write runs/<scenario>/<seed>/")
     run.add_argument("file")
     run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--seeds", type=_seeds, metavar="S1,S2,...", help="one run per seed (with --jobs / --ray, "
+                     "several at once), then one report over them")
     run.add_argument("--out", default="runs", help="root folder of run folders (default: runs)")
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a scenario field")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--resume", action="store_true", help="go on from the run folder's checkpoint after a crash "
                      "(from round 1 where it has none); without it an existing run folder is overwritten")
+    _parallel_options(run)
     run.set_defaults(handler=_run)
     val = sub.add_parser("validate", help="check scenario files without running them")
     val.add_argument("files", nargs="+")
@@ -125,6 +178,7 @@ def parser() -> argparse.ArgumentParser:
     swp.add_argument("--out", default="runs", help="root folder of run folders (default: runs)")
     swp.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a field in every run")
     swp.add_argument("--quiet", action="store_true", help="no progress bars")
+    _parallel_options(swp)
     swp.set_defaults(handler=_sweep)
     rep = sub.add_parser("report", help="time-to-accuracy tables and plots for run folders, compare's too, as "
                          "report.html (self-contained, sortable tables) and report.md")

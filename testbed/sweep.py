@@ -22,6 +22,7 @@ import yaml
 
 from testbed import scenario as sc
 from testbed.errors import TestbedError
+from testbed.parallel import Job, progress_printer, run_jobs
 from testbed.runlog import run_folder
 from testbed.runner import run_scenario
 
@@ -129,14 +130,16 @@ def write_index(combinations: list[Combination], path: Path) -> pd.DataFrame:
 
 
 def sweep(file: str, grid_items: list[str], sets: list[str] = (), out: str | Path = "runs",
-          quiet: bool = False) -> Path:
+          quiet: bool = False, jobs: int = 1, ray_address: str | None = None) -> Path:
     """Run every combination not yet completed, from its checkpoint where a run stopped (from round 1 where it
     has none), then print the index. The index is rewritten after each run, so that it tells where a stopped
-    sweep was. Returns its path; raises TestbedError at the end when
+    sweep was. jobs > 1 runs that many at once in local processes, ray_address as Ray tasks (testbed/parallel.py);
+    the tables are those of a serial sweep. Returns the index's path; raises TestbedError at the end when
     some runs did not complete (their folders keep what they did)."""
     root, combinations = plan(file, parse_grid(grid_items), sets, out)
     index_path = root / INDEX
     write_index(combinations, index_path)
+    todo = []
     for n, combo in enumerate(combinations, 1):
         where = ", ".join(f"{k}={v}" for k, v in combo.values.items())
         if combo.status == COMPLETED:
@@ -145,12 +148,24 @@ def sweep(file: str, grid_items: list[str], sets: list[str] = (), out: str | Pat
         before = combo.status
         doing = "running into" if before == NOT_STARTED else f"resuming ({before.split(':')[0]}) in"
         print(f"[{n}/{len(combinations)}] {where}: {doing} {combo.folder}", flush=True)
+        job = Job(combo.scenario, f"{file} ({where})", root, resume=True, label=where)
+        if jobs > 1 or ray_address is not None:
+            todo.append(job)
+            continue
         try:
-            run_scenario(combo.scenario, f"{file} ({where})", root, quiet, resume=True)
+            run_scenario(combo.scenario, job.source, root, quiet, resume=True)
         except TestbedError as err:  # the run's folder says so; the other combinations still run
             print(f"  {err}", file=sys.stderr)
         finally:
             write_index(combinations, index_path)
+    if todo:
+        show = progress_printer(len(todo))
+
+        def done(outcome):
+            show(outcome)
+            write_index(combinations, index_path)
+
+        run_jobs(todo, jobs, ray_address, done)
     index = write_index(combinations, index_path)
     print(f"\n{index.to_string(index=False)}\n\nindex: {index_path}")
     unfinished = index[index["status"] != COMPLETED]
