@@ -13,9 +13,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from .intervals import NEVER_AGAIN, merge_intervals, read_only
+from .intervals import NEVER_AGAIN, merge_intervals, merge_sorted_segments, read_only
 from .sampled import GroupSampled
-from .seeding import device_rng
+from .seeding import child_seed, device_rng
 
 DAY_S = 86400.0
 CURSOR_STEPS = 4  # rows a device may step over from the last query's answer before a binary search is cheaper
@@ -23,6 +23,9 @@ HOUR_S = 3600.0
 # Draws are made in blocks so that the random stream does not depend on the horizon; 64 keeps the number of
 # numpy calls small without drawing much past a short horizon.
 CYCLES_PER_BLOCK = 64
+# blocks drawn per device: 1.25 x the expected number; a device needing more is 5 sd out at a day of 600-s cycles
+BLOCK_MARGIN = 1.25
+BATCH = 4096  # devices whose draws MarkovOnOff holds at once: about 4096 x 4 blocks x 128 x 8 B = 17 MB
 DAYS_PER_BLOCK = 64
 # With |time-zone offset| <= 12 h and a window shorter than a day, no window of day -3 reaches t = 0.
 FIRST_DIURNAL_DAY = -2
@@ -62,7 +65,58 @@ class MarkovOnOff:
             raise ValueError(f"start must be one of stationary, on, off; got {self.start!r}")
 
     def sample(self, seed, n_devices, horizon_s):
-        return [self._device_intervals(device_rng(seed, i), horizon_s) for i in range(n_devices)]
+        starts, ends, counts = self.sample_flat(seed, n_devices, horizon_s)
+        return np.split(np.column_stack([starts, ends]), np.cumsum(counts)[:-1])
+
+    def sample_flat(self, seed, n_devices, horizon_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """_device_intervals of every device, as the starts and the ends of all rows and each device's row count,
+        batched: each device still draws from its own generator, the same values in the same order (its blocks
+        in one call), and the sums and rows are computed for BATCH devices at once with the same float
+        operations, so the rows are the per-device ones bit for bit (tests/devices/test_availability_models.py).
+        A device whose drawn blocks end before the horizon (rare: BLOCK_MARGIN) takes the per-device path."""
+        cycle_s = self.mean_on_s + self.mean_off_s
+        blocks = max(1, math.ceil(BLOCK_MARGIN * horizon_s / (CYCLES_PER_BLOCK * cycle_s)))
+        parts = [self._batch(seed, range(first, min(first + BATCH, n_devices)), horizon_s, blocks)
+                 for first in range(0, n_devices, BATCH)]
+        if not parts:
+            return np.empty(0), np.empty(0), np.zeros(0, dtype=np.int64)
+        return tuple(_joined(column) for column in zip(*parts))
+
+    def _batch(self, seed, devices: range, horizon_s: float, blocks: int) -> tuple[np.ndarray, np.ndarray]:
+        fraction_on = self.mean_on_s / (self.mean_on_s + self.mean_off_s)
+        n, width = len(devices), 2 * CYCLES_PER_BLOCK
+        starts_on = np.empty(n, dtype=bool)
+        draws = np.empty((n, blocks * CYCLES_PER_BLOCK, 2))
+        for row, device in enumerate(devices):
+            rng = device_rng(seed, device)
+            stationary = rng.random() < fraction_on   # drawn whatever the start, as _device_intervals does
+            starts_on[row] = stationary if self.start == "stationary" else self.start == "on"
+            draws[row] = rng.standard_exponential((blocks * CYCLES_PER_BLOCK, 2))
+        means = np.where(starts_on[:, None], [self.mean_on_s, self.mean_off_s], [self.mean_off_s, self.mean_on_s])
+        durations = (draws.reshape(n, blocks, CYCLES_PER_BLOCK, 2) * means[:, None, None, :]).reshape(n, blocks, width)
+        # bounds[:, 0] = 0, then each block's cumulative sum added to the previous block's last bound
+        bounds = np.zeros((n, 1 + blocks * width))
+        within = np.cumsum(durations, axis=2)
+        last = np.zeros(n)
+        for b in range(blocks):
+            bounds[:, 1 + b * width: 1 + (b + 1) * width] = last[:, None] + within[:, b]
+            last = bounds[:, (b + 1) * width]
+        reached = bounds[:, width::width] >= horizon_s          # (n, blocks): the while loop's test, block by block
+        used = np.where(reached.any(axis=1), reached.argmax(axis=1) + 1, 0)   # blocks the loop draws; 0: too few
+        # rows (bounds[2k + f], bounds[2k + 1 + f]) with f = 0 when starting on, k < used * CYCLES_PER_BLOCK
+        k = np.arange(blocks * CYCLES_PER_BLOCK)
+        first_index = 2 * k[None, :] + (~starts_on)[:, None]
+        valid = k[None, :] < (used * CYCLES_PER_BLOCK)[:, None]
+        starts, ends, counts = merge_sorted_segments(np.take_along_axis(bounds, first_index, axis=1)[valid],
+                                                     np.take_along_axis(bounds, first_index + 1, axis=1)[valid],
+                                                     valid.sum(axis=1))
+        if used.all():
+            return starts, ends, counts
+        per_device = np.split(np.column_stack([starts, ends]), np.cumsum(counts)[:-1])
+        for row in np.flatnonzero(used == 0):
+            per_device[row] = self._device_intervals(device_rng(seed, devices[row]), horizon_s)
+        rows = np.concatenate(per_device)
+        return rows[:, 0].copy(), rows[:, 1].copy(), np.array([len(r) for r in per_device], dtype=np.int64)
 
     def _device_intervals(self, rng, horizon_s):
         fraction_on = self.mean_on_s / (self.mean_on_s + self.mean_off_s)
@@ -186,6 +240,11 @@ def _replay(trace: np.ndarray, period: float | None, horizon_s: float) -> np.nda
     return merge_intervals(trace[None] + shifts)
 
 
+def _joined(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """np.concatenate without copying a single array (a large fleet's intervals are hundreds of MB)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
 def _check_time(t: float) -> None:
     if not math.isfinite(t):
         raise ValueError(f"query time must be finite, got {t!r}")
@@ -257,11 +316,20 @@ class Availability(GroupSampled):
         return np.column_stack([starts[before], ends[before]])
 
     def _sample(self, horizon_s: float) -> None:
-        per_device = self._draws(horizon_s)
-        self._offsets = np.concatenate([[0], np.cumsum([len(rows) for rows in per_device], dtype=np.int64)])
-        rows = np.concatenate(per_device) if per_device else np.empty((0, 2))
-        self._starts = np.ascontiguousarray(rows[:, 0])
-        self._ends = np.ascontiguousarray(rows[:, 1])
+        parts = []
+        for group_index, (model, count) in enumerate(self._groups):
+            seed = child_seed(self._seed, group_index)
+            if hasattr(model, "sample_flat"):   # a model that samples all its devices at once
+                parts.append(model.sample_flat(seed, count, horizon_s))
+            else:
+                per_device = model.sample(seed, count, horizon_s)
+                rows = np.concatenate(per_device) if per_device else np.empty((0, 2))
+                parts.append((rows[:, 0], rows[:, 1], np.array([len(r) for r in per_device], dtype=np.int64)))
+        if not parts:
+            parts = [(np.empty(0), np.empty(0), np.zeros(0, dtype=np.int64))]
+        starts, ends, counts = (_joined(column) for column in zip(*parts))
+        self._offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        self._starts, self._ends = np.ascontiguousarray(starts), np.ascontiguousarray(ends)
         self._horizon_s = horizon_s
         self._cursor: tuple[float, np.ndarray] | None = None   # (t, _first_ending_after(t)) of the last query
 

@@ -27,3 +27,19 @@ def read_only(array: np.ndarray) -> np.ndarray:
     """The array, frozen: sampled intervals are shared between devices and must not change under them."""
     array.setflags(write=False)
     return array
+
+
+def merge_sorted_segments(starts: np.ndarray, ends: np.ndarray,
+                          counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """merge_intervals of many devices at once, for rows already sorted with nondecreasing ends (a Markov chain's
+    alternating bounds): device d owns the next counts[d] rows. Empty rows go, touching rows join. Returns the
+    merged rows of all devices, in order, as their starts and their ends, and each device's count of them."""
+    owner = np.repeat(np.arange(len(counts)), counts)
+    keep = ends > starts
+    starts, ends, owner = starts[keep], ends[keep], owner[keep]
+    if not len(starts):
+        return np.empty(0), np.empty(0), np.zeros(len(counts), dtype=np.int64)
+    new_device = np.concatenate([[True], owner[1:] != owner[:-1]])
+    opens = new_device | np.concatenate([[True], starts[1:] > ends[:-1]])
+    closes = np.concatenate([opens[1:], [True]])
+    return starts[opens], ends[closes], np.bincount(owner[opens], minlength=len(counts)).astype(np.int64)

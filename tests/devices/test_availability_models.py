@@ -4,7 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from devices import AlwaysOn, Availability, Diurnal, MarkovOnOff
+from devices import AlwaysOn, Availability, Diurnal, MarkovOnOff, availability
+from devices.seeding import device_rng
 
 SEED = np.random.SeedSequence(2024)
 HOUR = 3600.0
@@ -64,6 +65,25 @@ def test_markov_devices_do_not_depend_on_group_size():
     many = MarkovOnOff(100, 300).sample(SEED, 30, 1e4)
     for a, b in zip(few, many):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("on, off, start, horizon", [
+    (300, 300, "stationary", 86400), (600, 300, "on", 86400), (120, 300, "off", 2 * 86400),
+    (5, 7, "stationary", 1000), (1e5, 1, "stationary", 86400), (1, 1e5, "off", 86400), (50, 50, "on", 50)])
+@pytest.mark.parametrize("few_blocks", [False, True])
+def test_batched_markov_sampling_is_the_per_device_path_bit_for_bit(on, off, start, horizon, few_blocks, monkeypatch):
+    """sample() batches devices; _device_intervals is the per-device definition. Small batches put devices
+    in several batches; drawing half the expected blocks makes many devices fall back to the per-device path."""
+    monkeypatch.setattr(availability, "BATCH", 37)
+    monkeypatch.setattr(availability, "BLOCK_MARGIN", 0.5 if few_blocks else 1.25)
+    model = MarkovOnOff(on, off, start)
+    for seed in range(3):
+        ss = np.random.SeedSequence(seed, spawn_key=(2,))
+        batched = model.sample(ss, 100, horizon)
+        one_by_one = [model._device_intervals(device_rng(ss, i), horizon) for i in range(100)]
+        assert len(batched) == 100
+        for a, b in zip(batched, one_by_one):
+            assert a.shape == b.shape and np.array_equal(a, b)
 
 
 def test_extending_the_horizon_changes_no_answer():
