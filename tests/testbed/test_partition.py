@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from testbed.data.partition import dirichlet, iid, label_histograms, shards
+from testbed.data.partition import dirichlet, iid, label_histograms, shards, split_clients
 
 LABELS = np.repeat(np.arange(10), 40)  # 400 samples, 40 per class
 
@@ -35,3 +35,13 @@ def test_dirichlet_is_seeded_and_respects_min_samples():
 def test_too_many_clients_is_an_error():
     with pytest.raises(ValueError, match="fewer devices"):
         iid(LABELS, 401, np.random.default_rng(0))
+
+
+def test_split_clients_without_held_out_data_sorts_each_part_and_draws_nothing():
+    rng = np.random.default_rng(0)
+    parts = [rng.choice(1000, size=rng.integers(1, 20), replace=False) for _ in range(300)]
+    split_rng = np.random.default_rng(1)
+    train, val, test = split_clients(parts, split_rng, 0, 0)
+    assert all(np.array_equal(t, np.sort(p)) and t.dtype == np.int64 for t, p in zip(train, parts))
+    assert all(len(v) == len(t) == 0 for v, t in zip(val, test)) and len(val) == len(test) == 300
+    assert split_rng.random() == np.random.default_rng(1).random()   # the stream is untouched
