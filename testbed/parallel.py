@@ -102,15 +102,9 @@ def _in_processes(jobs: list[Job], workers: int, on_done) -> list[Outcome]:
 
 
 def _on_ray(jobs: list[Job], address: str, on_done) -> list[Outcome]:
-    try:
-        import ray
-    except ImportError:
-        raise TestbedError("--ray needs Ray; install it with pip install -e '.[ray]'") from None
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=None if address == "local" else address, include_dashboard=False,
-                 log_to_driver=False, logging_level="ERROR")
+    from testbed.execution.ray import start_ray
+
+    ray, started = start_ray(None if address == "local" else address, None, "--ray")
     task = ray.remote(num_cpus=1, max_retries=1)(_ray_job)   # a task whose node died runs once more elsewhere
     try:
         pending = {task.remote(job): job for job in jobs}

@@ -45,10 +45,11 @@ def cached(package: str):
 
     def decorate(loader):
         source = Path(inspect.getsourcefile(loader)).read_bytes()
+        signature = inspect.signature(loader)
 
         @functools.wraps(loader)
         def load(*args, **kwargs) -> Dataset:
-            bound = inspect.signature(loader).bind(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             key = hashlib.sha256(repr((importlib.metadata.version(package), source, sorted(bound.arguments.items())))
                                  .encode()).hexdigest()[:16]

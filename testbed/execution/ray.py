@@ -25,19 +25,26 @@ class _Worker:
         return self.executor.train(strategy, jobs)
 
 
+def start_ray(address: str | None, num_cpus: int | None, needed_by: str):
+    """Ray, started here (address None: on this machine with num_cpus) unless it already runs; returns the module
+    and whether this call started it (and so should shut it down). `needed_by` names what asks, in the error."""
+    try:
+        import ray
+    except ImportError:
+        raise TestbedError(f"{needed_by} needs Ray; install it with pip install -e '.[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        # keep Ray's hands off device visibility on CPU-only workers (and its warning about it)
+        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+        ray.init(address=address, num_cpus=num_cpus if address is None else None, include_dashboard=False,
+                 log_to_driver=False, logging_level="ERROR")
+    return ray, started
+
+
 class RayExecutor:
     def __init__(self, model: torch.nn.Module, dataset, workers: int = 2, address: str | None = None):
-        try:
-            import ray
-        except ImportError:
-            raise TestbedError("executor.kind: ray needs Ray; install it with pip install -e '.[ray]'") from None
+        ray, self.started_ray = start_ray(address, workers, "executor.kind: ray")
         self.ray = ray
-        self.started_ray = not ray.is_initialized()
-        if self.started_ray:
-            # keep Ray's hands off device visibility on CPU-only workers (and its warning about it)
-            os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-            ray.init(address=address, num_cpus=workers if address is None else None, include_dashboard=False,
-                     log_to_driver=False, logging_level="ERROR")
         worker = ray.remote(num_cpus=1)(_Worker)
         model_ref, data_ref = ray.put(model), ray.put(dataset)
         self.workers = [worker.remote(model_ref, data_ref) for _ in range(workers)]
