@@ -148,8 +148,16 @@ def _parallel_options(command) -> None:
                          "sees")
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """A bad flag ends as a bad scenario does: one line on stderr (not argparse's usage block) and exit code 2.
+    Subcommand parsers are made of the same class."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="testbed", description="Federated learning on a simulated edge fleet: "
+    top = _OneLineErrors(prog="testbed", description="Federated learning on a simulated edge fleet: "
                                   "time-to-accuracy in simulated seconds, bytes and FLOPs.")
     sub = top.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a scenario and write runs/<scenario>/<seed>/")

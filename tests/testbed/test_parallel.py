@@ -86,3 +86,16 @@ def test_a_sweep_on_ray_gives_the_serial_tables(scenario_file, tmp_path, capsys)
         for table in ("rounds.csv", "events.csv"):
             serial, ray = (tmp_path / where / "par/par" / seed / table for where in ("serial", "ray"))
             assert serial.read_bytes() == ray.read_bytes()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "x.yaml", "--jobs", "0"], "error: testbed run: argument --jobs: '0' is not a number of jobs"),
+    (["run", "x.yaml", "--seeds", "0,x"], "error: testbed run: argument --seeds: '0,x' is not a list of seeds"),
+    (["run", "x.yaml", "--seeds", "1,1"], "error: testbed run: argument --seeds: '1,1' lists a seed twice"),
+    (["sweep", "x.yaml", "--grid", "seed=[0]", "--jobs", "-1"], "error: testbed sweep: argument --jobs: '-1' is"),
+])
+def test_bad_parallel_flag_values_give_one_line_and_exit_2(capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(message), err
