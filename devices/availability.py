@@ -15,7 +15,7 @@ import numpy as np
 
 from .intervals import NEVER_AGAIN, merge_intervals, merge_sorted_segments, read_only
 from .sampled import GroupSampled
-from .seeding import child_seed, device_rng
+from .seeding import child_seed, device_generators, device_rng
 
 DAY_S = 86400.0
 CURSOR_STEPS = 4  # rows a device may step over from the last query's answer before a binary search is cheaper
@@ -87,8 +87,7 @@ class MarkovOnOff:
         n, width = len(devices), 2 * CYCLES_PER_BLOCK
         starts_on = np.empty(n, dtype=bool)
         draws = np.empty((n, blocks * CYCLES_PER_BLOCK, 2))
-        for row, device in enumerate(devices):
-            rng = device_rng(seed, device)
+        for row, rng in enumerate(device_generators(seed, devices)):
             stationary = rng.random() < fraction_on   # drawn whatever the start, as _device_intervals does
             starts_on[row] = stationary if self.start == "stationary" else self.start == "on"
             draws[row] = rng.standard_exponential((blocks * CYCLES_PER_BLOCK, 2))
@@ -159,7 +158,7 @@ class Diurnal:
             raise ValueError(f"timezone_spread_h must be in [0, 24], got {self.timezone_spread_h!r}")
 
     def sample(self, seed, n_devices, horizon_s):
-        return [self._device_intervals(device_rng(seed, i), horizon_s) for i in range(n_devices)]
+        return [self._device_intervals(rng, horizon_s) for rng in device_generators(seed, range(n_devices))]
 
     def _device_intervals(self, rng, horizon_s):
         half_spread_s = self.timezone_spread_h * HOUR_S / 2
@@ -216,7 +215,7 @@ class TraceIntervals:
     def _trace_of_devices(self, seed, n_devices):
         if self.assignment == "cycle":
             return np.arange(n_devices) % len(self.traces)
-        return [device_rng(seed, i).integers(len(self.traces)) for i in range(n_devices)]
+        return [rng.integers(len(self.traces)) for rng in device_generators(seed, range(n_devices))]
 
 
 def _checked_trace(index: int, trace, period: float | None) -> np.ndarray:
@@ -255,14 +254,16 @@ class Availability(GroupSampled):
 
     Devices are numbered group after group. Intervals are stored flat (device d owns rows
     offsets[d]:offsets[d+1]) and sampled up to a horizon. A query that the sample cannot settle re-samples at
-    a doubled horizon, which by the prefix property changes no answer. Online means start <= t < end.
+    a doubled horizon, which by the prefix property changes no answer. Online means start <= t < end. The first
+    sample covers an hour: a run's first rounds need no more, and a 1,000,000-device Markov fleet samples a day in
+    ~30 s and 3 GB but an hour in a third of that (benchmarks/fleet_build.py); a run that goes further doubles it.
     """
 
     def __init__(
         self,
         groups: Sequence[tuple[AvailabilityModel, int]],
         seed: np.random.SeedSequence,
-        initial_horizon_s: float = DAY_S,
+        initial_horizon_s: float = HOUR_S,
     ):
         super().__init__(groups, seed, initial_horizon_s)
 
@@ -285,6 +286,23 @@ class Availability(GroupSampled):
                     return row[1]
             elif t < self._horizon_s or (row is not None and self._is_final(row[0])):  # offline at t
                 return float(t)
+            self._sample(2 * self._horizon_s)
+
+    def online_until_each(self, devices: np.ndarray, t: float) -> np.ndarray:
+        """online_until(d, t) for each of these devices at once (a round's selected devices)."""
+        devices = np.asarray(devices, dtype=np.int64)
+        if len(devices) and not (0 <= devices.min() and devices.max() < self.n):
+            raise IndexError(f"devices out of range for {self.n} devices")
+        self._cover(t)  # t < horizon from here: an offline answer is final
+        while True:
+            index = self._first_ending_after(t)[devices]
+            has_one = index < self._offsets[1:][devices]
+            row = np.where(has_one, index, 0)
+            starts = np.where(has_one, self._starts[row] if len(self._starts) else 0.0, math.inf)
+            ends = np.where(has_one, self._ends[row] if len(self._ends) else 0.0, math.inf)
+            online = starts <= t
+            if not (online & (ends >= self._horizon_s) & (ends != math.inf)).any():
+                return np.where(online, ends, float(t))
             self._sample(2 * self._horizon_s)
 
     def next_online(self, device: int, t: float) -> float:
@@ -361,6 +379,8 @@ class Availability(GroupSampled):
         CURSOR_STEPS steps, one binary search on all devices at once (O(n log k), not O(all rows)).
         """
         last = self._offsets[1:]
+        if self._cursor is not None and t == self._cursor[0]:  # a second query of the instant (a round's start)
+            return self._cursor[1].copy()
         if self._cursor is not None and t >= self._cursor[0]:
             index = self._cursor[1].copy()
             for _ in range(CURSOR_STEPS):

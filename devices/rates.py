@@ -36,7 +36,7 @@ import numpy as np
 from .availability import DAY_S, Diurnal, MarkovOnOff
 from .intervals import read_only
 from .sampled import GroupSampled
-from .seeding import device_rng
+from .seeding import device_generators
 from .trace_files import _malformed, _opened
 
 CHUNK = 32  # pieces a phase walks through per numpy call: most phases end within the first few
@@ -177,7 +177,7 @@ class TraceRate:
         steps = [self._replay(trace, horizon_s) for trace in self.traces]
         if self.assignment == "cycle":
             return [steps[i % len(steps)] for i in range(n_devices)]
-        return [steps[device_rng(seed, i).integers(len(steps))] for i in range(n_devices)]
+        return [steps[rng.integers(len(steps))] for rng in device_generators(seed, range(n_devices))]
 
     def _replay(self, trace: np.ndarray, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
         times, factors = trace[:, 0], trace[:, 1]

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from devices import AlwaysOn, Availability, Diurnal, MarkovOnOff, availability
+from devices import AlwaysOn, Availability, Diurnal, MarkovOnOff, TraceIntervals, availability
 from devices.seeding import device_rng
 
 SEED = np.random.SeedSequence(2024)
@@ -106,6 +106,22 @@ def test_extending_the_horizon_changes_no_answer():
     assert [eager.next_online(d, 500.0) for d in range(30)] == next_before
     for t in [0.0, 999.0, 5e4, 3e5]:
         assert np.array_equal(lazy.online_at(t), eager.online_at(t))
+
+
+def test_online_until_each_is_online_until_of_each():
+    """The batched query of a round's selected devices against the per-device one, on short horizons that the
+    query must extend (an on-interval crossing the horizon), devices always on, never on, and in any order."""
+    groups = [(MarkovOnOff(500, 1500), 20), (AlwaysOn(), 2), (Diurnal(), 3),
+              (TraceIntervals((np.zeros((0, 2)),), (None,)), 1)]
+    for t in [0.0, 250.0, 999.0, 5e4, 3e5]:
+        reference = Availability(groups, SEED, initial_horizon_s=1e3)
+        expected = [reference.online_until(d, t) for d in range(26)]
+        batched = Availability(groups, SEED, initial_horizon_s=1e3)
+        chosen = np.random.default_rng(int(t)).permutation(26)
+        assert batched.online_until_each(chosen, t).tolist() == [expected[d] for d in chosen]
+    assert batched.online_until_each(np.zeros(0, dtype=int), 5.0).shape == (0,)
+    with pytest.raises(IndexError):
+        batched.online_until_each(np.array([26]), 5.0)
 
 
 def test_a_settled_answer_does_not_extend_the_horizon():
