@@ -8,6 +8,7 @@ and the divergence check.
 """
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import replace
 from typing import Callable, Iterable
@@ -114,9 +115,13 @@ class Engine:
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
         self.device_state = ClientStore(self.cfg.device_state.max_in_memory)
+        # what was built before the run (data, fleet, model) lives as long as the run: the collector need not walk
+        # it again at every full collection (at 100,000 devices those pauses were ~20% of a round)
+        gc.freeze()
         try:
             env.run(until=env.process(PROTOCOLS[self.cfg.protocol.kind](self, env)))
         finally:
+            gc.unfreeze()
             self.exp.executor.close()
 
     def initial(self):
@@ -177,14 +182,14 @@ class Engine:
         """Real training of the tasks whose updates the server uses, each from the model it received, in the
         given order; their arrivals as the server decodes them."""
         jobs = [TrainJob(task, received, self.exp.clients.train[task.device],
-                         stream(self.cfg.seed, Purpose.TRAINING, task.round, task.device))
+                         (self.cfg.seed, Purpose.TRAINING, task.round, task.device))
                 for task, _, received in work]
         results = self.exp.executor.train(self.exp.strategy, jobs)
         arrivals = []
         for (task, timeline, _), result in zip(work, results):
             d, up = task.device, result.up or task.up
-            if up.nbytes(self.shapes) != timeline.bytes_up:  # the clock was planned with the task's codec
-                raise AssertionError(f"device {d}: uploads {up.nbytes(self.shapes)} bytes, "
+            if self._nbytes(up) != timeline.bytes_up:  # the clock was planned with the task's codec
+                raise AssertionError(f"device {d}: uploads {self._nbytes(up)} bytes, "
                                      f"the round was planned with {timeline.bytes_up}")
             arrivals.append(Arrival(d, task.num_samples, transmit(up, result.update, self.shapes), result.metrics,
                                     result.local_state, timeline, task))

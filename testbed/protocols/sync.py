@@ -2,9 +2,11 @@
 
 A round on the simulated clock (DESIGN.md): plan the clock first, then train only what the server will use.
 1. The strategy picks tasks among the devices online at round start (round.clients_per_round x overcommit).
-2. Each task plays out (testbed/protocols/timeline.py): download, compute, upload, or a drop at the instant its
-   device goes offline. The round closes at the K-th arrival (over-commit: the rest are surplus), at the
-   deadline (the rest are late), or when every task has arrived or dropped.
+2. Each task is planned at dispatch (testbed/protocols/timeline.py): download, compute, upload, or a drop at the
+   instant its device goes offline. The round closes at the K-th arrival (over-commit: the rest are surplus), at
+   the deadline (the rest are late), or when every task has arrived or dropped: computed from the plans at once,
+   and the clock advanced to the close along the closing task's phases, so a round costs no simpy process per
+   device.
 3. Only the first K arrivals are trained, for real, by the executor. Cut tasks cost simulated time, bytes and
    FLOPs up to their cut, recorded as wasted, but no real compute.
 4. The strategy aggregates; the server's own work (if any) runs on the server profile's clock; the global model
@@ -18,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from testbed.algorithms.base import Failure, RoundContext, Timeline
-from testbed.protocols.timeline import PHASES, Phase, plan_task, run_task
+from testbed.algorithms.base import Failure, RoundContext
+from testbed.protocols.timeline import Phase, TaskPlan, plan_task
 from testbed.resources import idle_phase
 
 
@@ -31,41 +33,42 @@ class RoundPlay:
     kept: list[int]                  # first K arrivals, in arrival order
     cut: dict[int, str]              # device -> dropped | late | surplus
     phases: list[Phase]
+    # the clock's steps from dispatch to t_end, as the event that closed the round took them (its task's phases
+    # one by one, or the deadline): t_end is a sum of floats, and a single step from t0 cannot always land on it
+    steps: tuple[float, ...] = ()
 
 
-def play_round(env: simpy.Environment, timelines: dict[int, Timeline], offline_at: dict[int, float],
-               keep: int, deadline_s: float | None):
-    """simpy process: play every task's timeline from now; returns a RoundPlay."""
-    phases: list[Phase] = []
-    arrived: list[tuple[float, int]] = []
-    dropped: set[int] = set()
-    closed = env.event()
+def play_round(t0: float, plans: dict[int, TaskPlan], keep: int, deadline_s: float | None) -> RoundPlay:
+    """The round's clock from its tasks' plans, all dispatched at t0, computed at once: no process per device.
 
-    def settle():
-        if not closed.triggered and (len(arrived) >= keep or len(arrived) + len(dropped) == len(timelines)):
-            closed.succeed()
-
-    def device(d: int, tl: Timeline):
-        outcome = yield from run_task(env, plan_task(d, env.now, tl.seconds, offline_at[d]), phases)
-        if outcome == "arrived":
-            arrived.append((env.now, d))
-        elif outcome == "dropped":
-            dropped.add(d)
-        settle()
-
-    procs = [env.process(device(d, tl)) for d, tl in timelines.items()]
-    settle()  # a round without tasks closes at once
-    yield env.any_of([closed] + ([env.timeout(deadline_s)] if deadline_s else []))
-    arrived.sort()  # ties at one instant go to the lower device id
-    kept = [d for _, d in arrived[:keep]]
-    cut = {d: "dropped" for d in dropped} | {d: "surplus" for _, d in arrived[keep:]}
-    still_running = [p for p in procs if p.is_alive]
-    for proc in still_running:
-        proc.interrupt()
-    yield env.all_of(still_running)
+    The round closes at the K-th arrival (K = keep), at t0 + deadline_s, or when the last task has ended,
+    whichever comes first. Everything that ends at the closing instant counts (arrivals there beyond the K-th
+    are surplus; ties at one instant go to the lower device id). A task still under way is cut there: its
+    phase under way ends at the close, incomplete, and a phase that starts exactly then is kept with no length,
+    as the per-device simpy processes this replaces recorded it; and a device that goes offline at the very instant
+    the deadline closes the round, as its next phase would start, is cut there (late), not dropped: the deadline
+    came first (tests/testbed/test_round_clock.py checks the two against each other)."""
+    arrivals = sorted((plan.end_s, d) for d, plan in plans.items() if plan.outcome == "arrived")
+    if len(arrivals) >= keep:
+        closing = plans[arrivals[keep - 1][1]]
+    else:
+        closing = max(plans.values(), key=lambda plan: plan.end_s, default=None)
+    t_end, steps = (t0, ()) if closing is None else (closing.end_s, tuple(p.delay_s for p in closing.phases))
+    if deadline_s and t0 + deadline_s <= t_end:
+        t_end, steps = t0 + deadline_s, (deadline_s,)
+    arrived = [d for end, d in arrivals if end <= t_end]
+    kept = arrived[:keep]
+    at_deadline = bool(deadline_s) and t_end == t0 + deadline_s
+    cut = {d: "dropped" for d, plan in plans.items() if plan.outcome == "dropped" and (
+        plan.end_s < t_end or (plan.end_s == t_end and not (at_deadline and plan.phases[-1].delay_s == 0)))}
+    cut |= {d: "surplus" for d in arrived[keep:]}
     reason = "surplus" if len(kept) >= keep else "late"
-    cut |= {d: reason for d in timelines.keys() - set(kept) - cut.keys()}
-    return RoundPlay(env.now, kept, cut, sorted(phases, key=lambda p: (p.device, PHASES.index(p.phase))))
+    cut |= {d: reason for d in plans.keys() - set(kept) - cut.keys()}
+    phases = []
+    for d in sorted(plans):
+        plan = plans[d]
+        phases += plan.phases if plan.end_s <= t_end else plan.cut_at(t_end, starting=True)
+    return RoundPlay(t_end, kept, cut, phases, steps)
 
 
 def run_sync(engine, env: simpy.Environment):
@@ -87,10 +90,13 @@ def run_sync(engine, env: simpy.Environment):
         tasks = {t.device: t for t in strategy.configure(state, ctx, selection)}
         capacity = fleet.train_flops_per_s(r)
         timelines = {d: engine.timeline(t, float(capacity[d]), t_start) for d, t in tasks.items()}
-        offline = {d: resources.offline_at(d, t_start, timelines[d].seconds,
-                                           fleet.availability.online_until(d, t_start)) for d in tasks}
-        play = yield env.process(play_round(env, timelines, {d: at for d, (at, _) in offline.items()},
-                                            cfg.round.clients_per_round, cfg.round.deadline_s))
+        online_until = fleet.availability.online_until_each(np.fromiter(tasks, np.int64, len(tasks)), t_start)
+        offline = {d: resources.offline_at(d, t_start, timelines[d].seconds, until)
+                   for d, until in zip(tasks, online_until.tolist())}
+        plans = {d: plan_task(d, t_start, timelines[d].seconds, at) for d, (at, _) in offline.items()}
+        play = play_round(t_start, plans, cfg.round.clients_per_round, cfg.round.deadline_s)
+        for step in play.steps:
+            yield env.timeout(step)
         phases = play.phases + idle_waits(engine, play)
         resources.drain_all(phases)
         received = engine.deliver(state, {tasks[d].down for d in play.kept})

@@ -4,8 +4,9 @@ A task dispatched at t0 runs its phases back to back: download (latency + bytes/
 FLOP/s), upload (latency + bytes/up_Bps). Its device must stay online over the whole task: if its on-interval
 ends inside a phase, the task drops at that instant (whole-interval, not FedScale's end-instant check). Because
 the durations and the instant the device goes offline are known at dispatch, the whole task is planned then
-(`plan_task`); `run_task` plays the plan on simpy, phase by phase, so that a protocol can cut a task short
-(a synchronous round closing, an asynchronous run ending) and keep what it had done.
+(`plan_task`), and a protocol needs only the instants where something ends: a synchronous round computes its
+close from its tasks' plans, an asynchronous run wakes at each task's end; either can cut a task short
+(`TaskPlan.cut_at`) and keep what it had done.
 """
 from __future__ import annotations
 
@@ -38,12 +39,13 @@ class TaskPlan:
     def end_s(self) -> float:
         return self.phases[-1].end_s
 
-    def cut_at(self, t: float) -> list[Phase]:
+    def cut_at(self, t: float, starting: bool = False) -> list[Phase]:
         """The phases as they stand at instant t, when the task is cut there: those done by t, and the one
-        under way, ending at t; a phase that would only start at t is not there."""
+        under way, ending at t; a phase that would only start at t is not there, unless `starting`, where it is
+        kept with no length (a synchronous round's close: its previous phase ended at that very instant)."""
         out = []
         for p in self.phases:
-            if p.start_s >= t:
+            if p.start_s > t or (p.start_s == t and not starting):
                 break
             out.append(p if p.end_s <= t and p.completed else replace(p, end_s=t, completed=False))
         return out
@@ -63,23 +65,11 @@ def plan_task(device: int, t0: float, seconds: tuple[float, float, float], offli
     return TaskPlan(tuple(phases), "arrived")
 
 
-def run_task(env: simpy.Environment, plan: TaskPlan, done: list[Phase]):
-    """simpy process: play `plan` from now (its dispatch instant) phase by phase, appending each phase to
-    `done` as it ends; returns the plan's outcome, or "cut" when interrupted (the phase under way is kept, ending
-    at that instant: a synchronous round that closed)."""
-    for p in plan.phases:
-        try:
-            yield env.timeout(p.delay_s)
-        except simpy.Interrupt:
-            done.append(replace(p, end_s=env.now, completed=False))
-            return "cut"
-        done.append(p)
-    return plan.outcome
-
-
 def wait_until(env: simpy.Environment, t: float) -> simpy.Timeout:
-    """A timeout that fires at exactly t: simpy schedules at now + delay, and a task resumed from a checkpoint
-    must reach the very instants the unbroken run reached."""
+    """A timeout that fires at t: simpy schedules at now + delay, and a task resumed from a checkpoint must reach
+    the very instants the unbroken run reached. Where no now + delay rounds to t (the two sit on grids that
+    interleave), it fires one float before t, the same from a checkpoint; a synchronous round instead steps along
+    its closing task's phases (sync.RoundPlay.steps), which land on t exactly."""
     d = t - env.now
     while env.now + d < t:
         d = math.nextafter(d, math.inf)

@@ -128,7 +128,7 @@ def test_recurrent_models_fall_back_to_one_client_at_a_time(caplog):
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
     strategy = FedAvg(LocalSGD(lr=0.5, batch_size=8))
     task = Task(0, 1, 10, 10, Dense(), Dense())
-    jobs = [TrainJob(task, params, np.arange(i * 10, i * 10 + 10), np.random.SeedSequence(i)) for i in range(4)]
+    jobs = [TrainJob(task, params, np.arange(i * 10, i * 10 + 10), (i,)) for i in range(4)]
     with caplog.at_level(logging.WARNING, logger="testbed"):
         batched = BatchedExecutor(model, dataset)
     assert "vmap has no rule" in caplog.text and "one by one" in caplog.text

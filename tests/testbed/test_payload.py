@@ -23,6 +23,27 @@ def test_encoded_size_equals_prediction_and_roundtrips(name):
         torch.testing.assert_close(out[k], tensors[k], atol=tol, rtol=tol)
 
 
+def test_float32_transmit_is_encode_then_decode_bit_for_bit():
+    """transmit() skips the byte string for dense float32: it must give exactly what decoding the encoded bytes
+    gives, for odd values (NaN payloads, infinities, -0.0, subnormals), float64 and transposed inputs, and
+    several parts; and a tensor of the wrong shape still fails the size check."""
+    odd = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 1e-45, 3.4e38], dtype=torch.float32)
+    tensors = {"w": torch.randn(4, 6, dtype=torch.float64).t(), "b": odd,
+               "m:w": torch.randn(6, 4), "m:b": -odd}
+    shapes = {"w": torch.Size([6, 4]), "b": torch.Size([6])}
+    codec = Dense("float32", parts=("", "m"))
+    reference = codec.decode(codec.encode(tensors), shapes)
+    out = transmit(codec, tensors, shapes)
+    assert list(out) == list(reference) == ["w", "b", "m:w", "m:b"]
+    for key in out:
+        assert out[key].dtype == torch.float32 and out[key].is_contiguous()
+        assert out[key].numpy().tobytes() == reference[key].numpy().tobytes()
+    out["b"][0] = 1.0
+    assert odd[0] != odd[0]  # the receiver's copy, not the sender's tensor
+    with pytest.raises(AssertionError, match="encoded 104 bytes, predicted 120"):
+        transmit(Dense("float32"), {"w": torch.zeros(6, 4), "b": torch.zeros(2)}, shapes)
+
+
 def test_fp16_rounds_like_half_precision():
     out = transmit(CODECS["fp16"], {"x": torch.tensor([1 / 3])})
     assert out["x"].item() == torch.tensor(1 / 3).half().float().item() != 1 / 3
