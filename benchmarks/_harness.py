@@ -89,7 +89,7 @@ def run_testbed(exp) -> TestbedRun:
     return run
 
 
-def warm_up(model: torch.nn.Module, sample_shape=(1, 28, 28), batch_size: int = 10, eval_batch: int = 1000) -> None:
+def warm_up(model: torch.nn.Module, sample_shape=(1, 28, 28), batch_size: int = 10, eval_batch: int = 100) -> None:
     """Forward and backward passes at every minibatch size up to `batch_size`, and one evaluation pass, so
     that no stopwatch pays for the first call into torch's kernels at a shape (whichever run comes first
     would pay it otherwise)."""

@@ -182,20 +182,24 @@ class DeviceState(Strict):
     max_in_memory: PositiveInt | None = None  # devices held in memory, least recently used first to disk
 
 
-class SerialExecutor(Strict):
+class TrainingDevice(Strict):
+    device: Literal["cpu", "cuda"] = "cpu"   # where clients train (testbed/execution/device.py)
+
+
+class SerialExecutor(TrainingDevice):
     """One client after another: the reference."""
 
     kind: Literal["serial"] = "serial"
 
 
-class BatchedExecutor(Strict):
+class BatchedExecutor(TrainingDevice):
     """A round's clients trained together with torch.func.vmap."""
 
     kind: Literal["batched"]
     max_clients: PositiveInt | None = None   # clients per vmapped group (memory); all of the round by default
 
 
-class RayExecutor(Strict):
+class RayExecutor(TrainingDevice):
     """Batches of clients shipped to Ray workers (the `ray` extra)."""
 
     kind: Literal["ray"]

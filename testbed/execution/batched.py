@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from testbed.algorithms.base import Result, Strategy
-from testbed.execution.common import TrainJob, starting_point
+from testbed.execution.common import TrainJob
+from testbed.execution.device import CPU, moved
 from testbed.execution.serial import SerialExecutor
 from testbed.local import train_stacked
 
@@ -20,8 +21,8 @@ log = logging.getLogger("testbed")
 
 
 class BatchedExecutor(SerialExecutor):
-    def __init__(self, model: torch.nn.Module, dataset, max_clients: int | None = None):
-        super().__init__(model, dataset)
+    def __init__(self, model: torch.nn.Module, dataset, max_clients: int | None = None, device: str = "cpu"):
+        super().__init__(model, dataset, device)
         self.max_clients = max_clients  # clients per vmapped group: bounds memory on big rounds
         self.recurrent = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
         if self.recurrent:
@@ -37,11 +38,11 @@ class BatchedExecutor(SerialExecutor):
         for start in range(0, len(jobs), size):
             group = jobs[start : start + size]
             data = [self.data(job) for job in group]
-            starts = [starting_point(strategy, job) for job in group]
-            trained = train_stacked(objective, [params for params, _ in starts], [x for x, _ in data],
+            starts = [self.start(strategy, job) for job in group]
+            trained = train_stacked(objective, [params for (params, _), _ in starts], [x for x, _ in data],
                                     [y for _, y in data], strategy.client,
                                     [np.random.default_rng(job.seed) for job in group],
-                                    [job.task.extras for job in group], [state for _, state in starts])
+                                    [extras for _, extras in starts], [state for (_, state), _ in starts])
             results += [strategy.finish(job.task, params, job.params, stats, state)
-                        for job, (params, stats, state) in zip(group, trained)]
+                        for job, (params, stats, state) in zip(group, moved(trained, CPU))]
         return results

@@ -17,9 +17,9 @@ from testbed.execution.common import TrainJob
 
 
 class _Worker:
-    def __init__(self, model: torch.nn.Module, dataset):
+    def __init__(self, model: torch.nn.Module, dataset, device: str):
         torch.set_num_threads(1)  # one core per worker: workers must not fight over the same cores
-        self.executor = BatchedExecutor(model, dataset)
+        self.executor = BatchedExecutor(model, dataset, device=device)
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]):
         return self.executor.train(strategy, jobs)
@@ -42,12 +42,19 @@ def start_ray(address: str | None, num_cpus: int | None, needed_by: str):
 
 
 class RayExecutor:
-    def __init__(self, model: torch.nn.Module, dataset, workers: int = 2, address: str | None = None):
+    def __init__(self, model: torch.nn.Module, dataset, workers: int = 2, address: str | None = None,
+                 device: str = "cpu"):
         ray, self.started_ray = start_ray(address, workers, "executor.kind: ray")
         self.ray = ray
-        worker = ray.remote(num_cpus=1)(_Worker)
+        gpus = 0
+        if device == "cuda":  # a GPU each on a cluster; the workers share this machine's GPU
+            if not ray.cluster_resources().get("GPU", 0):
+                self.close()
+                raise TestbedError("executor.device: cuda, but the Ray cluster has no GPU; set executor.device: cpu")
+            gpus = 1 if address else 1 / workers
+        worker = ray.remote(num_cpus=1, num_gpus=gpus)(_Worker)
         model_ref, data_ref = ray.put(model), ray.put(dataset)
-        self.workers = [worker.remote(model_ref, data_ref) for _ in range(workers)]
+        self.workers = [worker.remote(model_ref, data_ref, device) for _ in range(workers)]
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         shares = [share for share in np.array_split(np.arange(len(jobs)), len(self.workers)) if len(share)]
@@ -55,7 +62,7 @@ class RayExecutor:
         return [result for batch in self.ray.get(futures) for result in batch]
 
     def close(self) -> None:
-        for w in self.workers:
+        for w in getattr(self, "workers", []):
             self.ray.kill(w)
         if self.started_ray:
             self.ray.shutdown()

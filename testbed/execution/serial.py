@@ -7,26 +7,32 @@ import torch
 from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
 from testbed.execution.common import TrainJob, make_loss_fn, starting_point
+from testbed.execution.device import CPU, model_on, moved, training_device
 from testbed.local import train_one
 
 
 class SerialExecutor:
-    def __init__(self, model: torch.nn.Module, dataset: Dataset):
-        self.loss_fn = make_loss_fn(model)
-        self.dataset = dataset
+    def __init__(self, model: torch.nn.Module, dataset: Dataset, device: str = "cpu"):
+        self.device = training_device(device)
+        self.loss_fn = make_loss_fn(model_on(model, self.device))
+        self.train_x, self.train_y = moved((dataset.train_x, dataset.train_y), self.device)
 
     def data(self, job: TrainJob) -> tuple[torch.Tensor, torch.Tensor]:
-        index = torch.from_numpy(job.indices)
-        return self.dataset.train_x[index], self.dataset.train_y[index]
+        index = torch.from_numpy(job.indices).to(self.device)
+        return self.train_x[index], self.train_y[index]
+
+    def start(self, strategy: Strategy, job: TrainJob):
+        """The job's starting point (parameters, optimizer state) and the strategy's extras, on the device."""
+        return moved((starting_point(strategy, job), job.task.extras), self.device)
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         objective = strategy.objective(self.loss_fn)
         results = []
         for job in jobs:
             x, y = self.data(job)
-            params, state = starting_point(strategy, job)
-            trained, stats, state = train_one(objective, params, x, y, strategy.client,
-                                              np.random.default_rng(job.seed), job.task.extras, state)
+            (params, state), extras = self.start(strategy, job)
+            trained, stats, state = moved(train_one(objective, params, x, y, strategy.client,
+                                                    np.random.default_rng(job.seed), extras, state), CPU)
             results.append(strategy.finish(job.task, trained, job.params, stats, state))
         return results
 

@@ -115,6 +115,37 @@ def test_ray_with_two_workers_agrees_with_serial(two_devices, tmp_path):
     _same_run(serial, _run(tmp_path, dict(two_devices), {"kind": "ray", "workers": 2}, "ray"))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["serial", "batched"])
+def test_training_on_cuda_agrees_with_the_cpu(two_devices, tmp_path, kind):
+    serial = _run(tmp_path, dict(two_devices), {"kind": "serial"}, "cpu")
+    _same_run(serial, _run(tmp_path, dict(two_devices), {"kind": kind, "device": "cuda"}, f"{kind}-cuda"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
+def test_cuda_without_a_cuda_device_is_a_one_line_error(two_devices, tmp_path, capsys):
+    two_devices["executor"] = {"kind": "batched", "device": "cuda"}
+    assert main(["run", str(write_yaml(tmp_path / "s.yaml", two_devices)), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "executor.device: cuda, but torch sees no CUDA device" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_training_device_other_than_cpu_or_cuda_is_refused(two_devices, tmp_path, capsys):
+    two_devices["executor"] = {"kind": "serial", "device": "tpu"}
+    assert main(["validate", str(write_yaml(tmp_path / "s.yaml", two_devices))]) == 2
+    assert "executor.device: Input should be 'cpu' or 'cuda'" in capsys.readouterr().err
+
+
+def test_moved_reaches_every_tensor_of_a_nested_value():
+    from testbed.execution.device import moved
+
+    value = {"params": {"w": torch.ones(2)}, "state": [torch.zeros(1), (torch.ones(1), 3)], "lr": 0.1, "none": None}
+    out = moved(value, torch.device("cpu"))
+    assert out["params"]["w"] is value["params"]["w"] and out["lr"] == 0.1 and out["none"] is None
+    assert isinstance(out["state"], list) and isinstance(out["state"][1], tuple) and out["state"][1][1] == 3
+
+
 def test_recurrent_models_fall_back_to_one_client_at_a_time(caplog):
     from testbed.data import Dataset
     from testbed.algorithms import Task
@@ -149,3 +180,27 @@ def test_local_steps_cut_the_schedule_and_the_flops_count():
     assert sorted(torch.cat(batches[:3]).tolist()) == list(range(25))  # each pass is a permutation
     by_epochs = minibatches(25, LocalSGD(lr=0.1, batch_size=10, local_epochs=3), np.random.default_rng(0))
     assert all(torch.equal(a, b) for a, b in zip(batches, by_epochs))  # the same draws as whole epochs
+
+
+def test_evaluation_in_small_batches_gives_the_whole_batch_numbers():
+    """score() runs the model on batches of EVAL_BATCH but sums the loss over blocks of LOSS_BLOCK logits: the
+    numbers of one forward pass per block of 1,000, bit for bit (a partial last block included)."""
+    import torch.nn.functional as F
+    from torch.func import functional_call
+
+    from testbed.execution.common import EVAL_BATCH, LOSS_BLOCK, score
+    from testbed.models import MODELS
+
+    assert EVAL_BATCH < LOSS_BLOCK == 1000
+    torch.manual_seed(0)
+    model = MODELS["cnn_512"]((1, 28, 28), 10)
+    params = dict(model.named_parameters())
+    x, y = torch.randn(2345, 1, 28, 28), torch.randint(0, 10, (2345,))
+    correct, loss = score(model, params, x, y)
+    expected_loss, expected_correct = 0.0, []
+    with torch.no_grad():
+        for block in range(0, 2345, 1000):
+            logits = functional_call(model, params, (x[block : block + 1000],))
+            expected_loss += F.cross_entropy(logits, y[block : block + 1000], reduction="sum").item()
+            expected_correct.append((logits.argmax(1) == y[block : block + 1000]).numpy())
+    assert loss == expected_loss and np.array_equal(correct, np.concatenate(expected_correct))
