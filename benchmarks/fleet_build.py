@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import resource
+import subprocess
+import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -48,12 +51,32 @@ def timed(fn, *args):
     return time.perf_counter() - start, out
 
 
+def fleet_only(n: int) -> None:
+    """Fleet.build of scale.yaml's groups scaled to n devices, as a run builds it (first availability sample: an
+    hour), and one availability query; the time of each and the process's peak RSS."""
+    import devices
+    from testbed.scenario import load
+
+    scenario = load(HERE / "scale.yaml")
+    scale = n / sum(g.count for g in scenario.fleet.groups)
+    specs = [replace(spec, count=round(spec.count * scale)) for spec in scenario.fleet.specs()]
+    t, fleet = timed(devices.Fleet.build, specs, np.random.SeedSequence(0))
+    t_query, online = timed(fleet.availability.online_at, 10.0)
+    print(f"Fleet.build of scale.yaml's groups at {fleet.n:,} devices: {t:.2f} s "
+          f"({len(fleet.availability._starts):,} on-intervals); online_at: {1000 * t_query:.0f} ms "
+          f"({int(online.sum()):,} online); peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2:.2f} GB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--devices", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--million", action="store_true", help="also the batched path alone at 1,000,000 devices")
+    parser.add_argument("--million", action="store_true",
+                        help="also the batched path alone, and a whole Fleet.build, at 1,000,000 devices")
+    parser.add_argument("--fleet-only", type=int, metavar="N", help="only Fleet.build at N devices")
     args = parser.parse_args()
+    if args.fleet_only:
+        return fleet_only(args.fleet_only)
     print(machine())
     seed = np.random.SeedSequence(0)
     best = {"per-device": float("inf"), "batched": float("inf")}
@@ -68,6 +91,8 @@ def main() -> None:
     if args.million:
         t, (rows, _) = timed(batched, 1_000_000, seed)
         print(f"  batched at 1,000,000 devices: {t:.2f} s, {rows:,} on-intervals")
+        # a fresh process, so that its peak RSS is the fleet's alone
+        subprocess.run([sys.executable, __file__, "--fleet-only", "1000000"], check=True)
     t, _ = timed(build, HERE / "scale.yaml")
     print(f"build of scale.yaml (100,000 devices, data, partition): {t:.2f} s")
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2:.2f} GB")

@@ -32,7 +32,7 @@ from _harness import HERE, build, machine, warm_up_torch_func
 from testbed.engine import Engine
 
 SCENARIO = HERE / "scale.yaml"
-TARGET_MS, TARGET_GB = 50.0, 2.0
+TARGET_MS, TARGET_GB = 30.0, 2.0  # issue 16: <= 30 ms a round at 100,000 devices
 
 
 class ZeroExecutor:
