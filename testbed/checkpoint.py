@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from testbed import safe_load
 from testbed.algorithms.base import ServerState
 from testbed.errors import TestbedError
 from testbed.store import ClientStore
@@ -78,12 +79,11 @@ def load(folder: Path, scenario: str) -> Checkpoint | None:
     path = Path(folder) / FILE
     if not path.exists():
         return None
+    fields = safe_load.load(path, "checkpoint", "; run without --resume to start over")
     try:
-        fields = torch.load(path, weights_only=False)  # our own file, written by save()
-    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
-        raise TestbedError(f"{path}: unreadable checkpoint ({type(err).__name__}); run without --resume "
-                           "to start over") from None
-    checkpoint = Checkpoint(**fields)
+        checkpoint = Checkpoint(**fields)
+    except TypeError:  # a dict of other fields, or no dict at all
+        raise TestbedError(f"{path}: not a testbed checkpoint; run without --resume to start over") from None
     if checkpoint.scenario != scenario:
         raise TestbedError(f"{path}: the checkpoint belongs to another version of this scenario (a field or "
                            "--set differs); resume with the same file and --set, or run without --resume")

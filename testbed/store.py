@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from testbed import safe_load
+
 State = dict[str, Any]
 
 
@@ -54,7 +56,7 @@ class ClientStore(MutableMapping):
         if device not in self._on_disk:
             raise KeyError(device)
         path = self._path(device)
-        state = torch.load(path, weights_only=False)  # our own file, written by _spill
+        state = safe_load.load(path, "spilled device state")
         path.unlink()
         self._on_disk.discard(device)
         self._memory[device] = state
@@ -108,7 +110,7 @@ class ClientStore(MutableMapping):
     def snapshot(self) -> dict[int, State]:
         """Every device's state, by device, read without moving any between memory and disk (a checkpoint)."""
         self._key(0)  # refuses a closed store
-        return {d: self._memory[d] if d in self._memory else torch.load(self._path(d), weights_only=False)
+        return {d: self._memory[d] if d in self._memory else safe_load.load(self._path(d), "spilled device state")
                 for d in self}
 
     @property

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -34,7 +35,10 @@ def _rows(path) -> int:
     return max(0, path.read_bytes().count(b"\n") - 1) if path.exists() else 0
 
 
-def test_a_run_killed_with_sigkill_resumes_to_the_tables_of_an_unbroken_run(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_run_resumes_to_the_tables_of_an_unbroken_run(kill, tmp_path, monkeypatch):
+    """SIGKILL leaves no summary; SIGTERM is taken as Ctrl-C: the tables kept, the run marked interrupted, exit
+    code 130. Either way --resume ends with the tables of a run never stopped."""
     raw = tiny_scenario({"name": "fedavgm", "server_lr": 1.0, "server_momentum": 0.5}, rounds=150)
     raw["fleet"]["groups"][1]["availability"] = {"kind": "markov", "mean_on_s": 3, "mean_off_s": 1}
     file = write_yaml(tmp_path / "tiny.yaml", raw | {"eval": {"every_rounds": 3}, "checkpoint": {"every_rounds": 4}})
@@ -59,10 +63,15 @@ def test_a_run_killed_with_sigkill_resumes_to_the_tables_of_an_unbroken_run(tmp_
     while _rows(run / "rounds.csv") < 20 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     assert proc.poll() is None, "the run ended before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    os.kill(proc.pid, kill)
+    code = proc.wait()
     killed_at = checkpoint.load(run, (run / "scenario.resolved.yaml").read_text()).round
-    assert 16 <= killed_at < 150 and not (run / "summary.json").exists()
+    assert 16 <= killed_at < 150
+    if kill == signal.SIGKILL:
+        assert not (run / "summary.json").exists()
+    else:
+        assert code == 130 and json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+        assert proc.stderr.read().decode().count("\n") == 1
 
     resumed = testbed_run("killed", "--resume")
     assert resumed.wait() == 0, resumed.stderr.read()
@@ -144,6 +153,42 @@ def test_a_checkpoint_of_another_scenario_is_refused_in_one_line(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "checkpoint.pt: the checkpoint belongs to another version" in err
     assert _tables(tmp_path / "tiny" / "0") == before
+
+
+class _RunsCode:
+    """What a hostile checkpoint could carry: unpickling it calls os.system."""
+
+    def __reduce__(self):
+        return (os.system, ("touch hacked",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(testbed.data.DATASETS, "tiny_blobs", tiny_blobs)
+    monkeypatch.chdir(tmp_path)
+    file = write_yaml(tmp_path / "tiny.yaml", tiny_scenario({"name": "fedavg"}, rounds=2))
+    assert main(["run", str(file), "--out", str(tmp_path), "--quiet"]) == 0
+    run = tmp_path / "tiny" / "0"
+    fields = torch.load(run / checkpoint.FILE, weights_only=False)
+    torch.save(fields | {"protocol": {"payload": _RunsCode()}}, run / checkpoint.FILE)
+    before = _tables(run)
+    assert main(["run", str(file), "--out", str(tmp_path), "--quiet", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "checkpoint.pt: the checkpoint holds Python objects" in err
+    assert "(posix.system)" in err and "could run code" in err
+    assert not (tmp_path / "hacked").exists() and _tables(run) == before
+
+
+def test_spilled_device_states_are_read_without_running_code(tmp_path):
+    from testbed.store import ClientStore
+
+    store = ClientStore(max_in_memory=1, folder=tmp_path)
+    store[0], store[1] = {"m": torch.ones(2), "n": np.arange(3)}, {"m": torch.zeros(2)}  # device 0 spills
+    assert torch.equal(store[0]["m"], torch.ones(2)) and store[0]["n"].tolist() == [0, 1, 2]
+    store[1] = {"m": torch.zeros(2)}
+    torch.save({"evil": _RunsCode()}, next(tmp_path.glob("*")))  # device 0's file, spilled again
+    with pytest.raises(TestbedError, match="spilled device state holds Python objects"):
+        store[0]
+    assert not (tmp_path / "hacked").exists()
 
 
 def test_a_table_shorter_than_its_checkpoint_is_refused_in_one_line(tmp_path, capsys, monkeypatch):

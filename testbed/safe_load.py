@@ -1,0 +1,58 @@
+"""Reading the testbed's own torch.save files (checkpoints, spilled device states) without running code from them.
+
+A run folder may come from someone else, and an ordinary unpickler runs whatever a file tells it to. Files are
+read with torch.load(weights_only=True), which builds tensors, numbers, strings and plain containers only, plus
+an allow-list: the testbed's own dataclasses (ServerState, Task, the codecs, an async run's tasks in flight, the
+bandits' arms...) and numpy arrays and scalars. A file that names anything else is refused in one line before a
+byte of it is unpickled.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from testbed.errors import TestbedError
+
+NUMPY = {"numpy.ndarray", "numpy.dtype", "numpy._core.multiarray._reconstruct", "numpy._core.multiarray.scalar",
+         "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar"}
+
+
+def _allowed(name: str) -> Any | None:
+    """The object a file's global `name` stands for, where it may be built: a dataclass of the testbed's own, or
+    one of numpy's array pieces; None otherwise. Only testbed's and numpy's own modules are imported to check."""
+    module, _, attribute = name.rpartition(".")
+    if name in NUMPY or name.startswith("numpy.dtypes."):
+        return getattr(importlib.import_module(module), attribute, None)
+    if module != "testbed" and not module.startswith("testbed."):
+        return None
+    try:
+        value = getattr(importlib.import_module(module), attribute, None)
+    except ImportError:
+        return None
+    return value if isinstance(value, type) and dataclasses.is_dataclass(value) else None
+
+
+def load(path: Path, what: str, fix: str = "") -> Any:
+    """torch.load of `path` (a `what`, for the messages, which end with `fix`) with weights_only=True and the
+    allow-list above."""
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
+        raise TestbedError(f"{path}: unreadable {what} ({type(err).__name__}){fix}") from None
+    allowed = {name: _allowed(name) for name in names}
+    refused = sorted(name for name, value in allowed.items() if value is None)
+    if refused:
+        raise TestbedError(f"{path}: the {what} holds Python objects a testbed {what} never does ({refused[0]}); "
+                           f"refused, since loading it could run code from the file{fix}")
+    if any(name.startswith("numpy.") for name in names):  # an array's dtype is built through its DType class
+        allowed |= {name: value for name, value in vars(np.dtypes).items() if name.endswith("DType")}
+    try:
+        with torch.serialization.safe_globals(list(allowed.values())):
+            return torch.load(path, weights_only=True)
+    except Exception as err:  # noqa: BLE001
+        raise TestbedError(f"{path}: unreadable {what} ({type(err).__name__}){fix}") from None
