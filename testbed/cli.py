@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import tempfile
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
 from testbed.errors import TestbedError
 
-EXIT_BAD_INPUT = 2
+EXIT_BUG, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
 
 def _run(args) -> None:
@@ -212,17 +216,61 @@ def parser() -> argparse.ArgumentParser:
     cmp.set_defaults(handler=_compare)
     mod = sub.add_parser("models", help="every model with its parameters and forward FLOPs per sample")
     mod.set_defaults(handler=_models)
+    top.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    for command in sub.choices.values():  # also after the command: testbed run x.yaml --debug
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The one boundary of user errors: a TestbedError (bad input, named and with its fix) or an OSError (a path
+    that cannot be read or written, a full disk) ends in one line and exit code 2; an unexpected error is a bug,
+    said in one line with where its traceback was written (--debug: raised, traceback and all); SIGTERM stops a
+    run as Ctrl-C does, tables kept and the run marked interrupted."""
     args = parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         args.handler(args)
     except TestbedError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as err:
+        if getattr(args, "debug", False):
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"error: {where}{err.strerror or err}; check the path and that it can be written", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted: the tables written so far are kept; --resume goes on", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as err:  # noqa: BLE001 - a bug: one line, the traceback in a file
+        if getattr(args, "debug", False):
+            raise
+        log = getattr(err, "log_file", None) or write_crash_log(err)
+        print(f"internal error ({type(err).__name__}: {err}): a bug in the testbed, not in your input; traceback "
+              f"in {log}; please report it with that file on the project's issue tracker (--debug shows it here)",
+              file=sys.stderr)
+        return EXIT_BUG
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def write_crash_log(err: BaseException, folder: Path | None = None) -> Path:
+    """The traceback of `err` in folder/error.log (a new file in the temporary folder where none is given)."""
+    text = "".join(traceback.format_exception(err))
+    if folder is not None:
+        path = Path(folder) / "error.log"
+        path.write_text(text)
+        return path
+    handle, name = tempfile.mkstemp(prefix="testbed-error-", suffix=".log")
+    with os.fdopen(handle, "w") as f:
+        f.write(text)
+    return Path(name)
 
 
 if __name__ == "__main__":

@@ -49,8 +49,16 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
             writer.close(status=f"failed: {err}")
             raise TestbedError(f"{err} (rounds so far kept in {writer.path})") from None
         except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
-            writer.close(status="interrupted" if isinstance(err, KeyboardInterrupt)
-                         else f"crashed: {type(err).__name__}: {err}")
+            crashed = not isinstance(err, (KeyboardInterrupt, OSError))
+            if crashed:  # a bug: its traceback in the run folder, for the report (cli.main names the file)
+                from testbed.cli import write_crash_log
+
+                err.log_file = write_crash_log(err, writer.path)
+            try:
+                writer.close(status="interrupted" if isinstance(err, KeyboardInterrupt)
+                             else f"{'crashed' if crashed else 'failed'}: {type(err).__name__}: {err}")
+            except OSError:  # the folder went away or the disk is full: the error itself says what happened
+                pass
             raise
     return writer.path, writer.close()
 

@@ -304,7 +304,9 @@ def read_yaml(path: str | Path) -> dict:
     if not path.is_file():
         raise TestbedError(f"{path}: no such scenario file")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise TestbedError(f"{path}: not UTF-8 text (byte {err.start}); save the scenario as UTF-8 YAML") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""

@@ -11,7 +11,7 @@ Capability = Annotated[float, Field(gt=0, le=1)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number is finite
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,76 @@
+"""The one boundary of user errors (cli.main): bad input of every kind ends in one line and exit code 2, a bug in
+one line naming the file that holds its traceback (exit code 1), and nothing already written is lost."""
+import json
+
+import pytest
+from helpers import tiny_blobs, tiny_scenario, write_yaml
+
+import testbed.data
+from testbed.cli import main
+
+
+@pytest.fixture
+def scenario(tmp_path, monkeypatch):
+    monkeypatch.setitem(testbed.data.DATASETS, "tiny_blobs", tiny_blobs)
+    return write_yaml(tmp_path / "tiny.yaml", tiny_scenario({"name": "fedavg"}, rounds=2))
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_scenario_that_is_not_utf8_text(tmp_path, capsys):
+    file = tmp_path / "latin1.yaml"
+    file.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    assert main(["validate", str(file)]) == 2
+    assert "latin1.yaml: not UTF-8 text (byte 9); save the scenario as UTF-8 YAML" in one_line(capsys)
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "1e400"])
+def test_non_finite_numbers_are_refused_by_the_schema(scenario, capsys, value):
+    assert main(["validate", str(scenario), "--set", f"client.lr={value}"]) == 2
+    assert "client.lr: Input should be a finite number" in one_line(capsys)
+
+
+def test_an_out_folder_that_cannot_be_made(scenario, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert main(["run", str(scenario), "--out", str(blocker / "runs"), "--quiet"]) == 2
+    assert one_line(capsys).startswith(f"error: {blocker / 'runs'}")
+
+
+def test_a_bug_is_one_line_naming_its_traceback_and_the_rounds_stay(scenario, tmp_path, capsys, monkeypatch):
+    from testbed.runlog import RunWriter
+
+    write_round = RunWriter.round
+
+    def second_round_breaks(self, record, events):
+        if record["round"] == 2:
+            raise ZeroDivisionError("a bug")
+        write_round(self, record, events)
+
+    monkeypatch.setattr(RunWriter, "round", second_round_breaks)
+    assert main(["run", str(scenario), "--out", str(tmp_path), "--quiet"]) == 1
+    err = one_line(capsys)
+    run = tmp_path / "tiny" / "0"
+    assert err.startswith("internal error (ZeroDivisionError: a bug): a bug in the testbed, not in your input")
+    assert f"traceback in {run / 'error.log'}" in err
+    assert "second_round_breaks" in (run / "error.log").read_text()
+    assert json.loads((run / "summary.json").read_text())["status"] == "crashed: ZeroDivisionError: a bug"
+    assert (run / "rounds.csv").read_text().count("\n") == 2  # the header and round 1
+    with pytest.raises(ZeroDivisionError):
+        main(["run", str(scenario), "--out", str(tmp_path / "again"), "--quiet", "--debug"])
+
+
+def test_a_bug_outside_a_run_writes_its_traceback_to_a_temporary_file(scenario, capsys, monkeypatch):
+    from pathlib import Path
+
+    import testbed.scenario as sc
+
+    monkeypatch.setattr(sc, "load", lambda *a, **k: 1 / 0)
+    assert main(["validate", str(scenario)]) == 1
+    log = Path(one_line(capsys).split("traceback in ")[1].split(";")[0])
+    assert "ZeroDivisionError" in log.read_text()
+    log.unlink()
