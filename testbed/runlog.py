@@ -95,8 +95,13 @@ class RunWriter:
         text = io.StringIO()
         csv.DictWriter(text, columns, lineterminator="\r\n").writerows(rows)
         data = memoryview(text.getvalue().encode())
-        while data:  # one write call, unless the system takes less
-            data = data[handle.write(data):]
+        start = handle.tell()
+        try:
+            while data:  # one write call, unless the system takes less
+                data = data[handle.write(data):]
+        except OSError:  # a full disk: no torn row, the table ends at its last whole round
+            handle.truncate(start)
+            raise
 
     def _write_devices(self, exp) -> None:
         fleet = exp.fleet
@@ -139,8 +144,39 @@ class RunWriter:
                    "algorithm": self.scenario.algorithm.name, "status": status,
                    "target_accuracy": target, "non_iid_degree": self.non_iid_degree, **self.server_data,
                    **self.facts, **summarize(rounds, [target] if target else [])}
+        summary |= degenerate_rounds(rounds, self.scenario)
         if "energy_J" in rounds:  # the sum of every phase's joules, read exactly as written (float(), not pandas 2's
             with open(self.path / "events.csv", newline="") as f:  # parser, which may be an ulp off)
                 summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f))
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary
+
+
+def degenerate_rounds(rounds: pd.DataFrame, scenario) -> dict:
+    """Rounds that trained nothing, counted for summary.json and a warning: those where no selected device met the
+    deadline (all cut late), those where none arrived otherwise (all dropped), and those whose start waited for a
+    device to come online (nobody was). Empty where there were none: legitimate experiments, but never silent."""
+    if scenario.protocol.kind != "sync" or rounds.empty:
+        return {}
+    nothing = rounds["arrived"] == 0
+    counts = {"rounds_all_late": int((nothing & (rounds["late"] > 0)).sum()),
+              "rounds_all_dropped": int((nothing & (rounds["late"] == 0) & (rounds["dropped"] > 0)).sum()),
+              "rounds_waiting_for_devices": int((rounds["t_start_s"] > rounds["t_end_s"].shift(1, fill_value=0.0)).sum())}
+    counts = {name: n for name, n in counts.items() if n}
+    return {"degenerate_rounds": counts} if counts else {}
+
+
+def degenerate_warning(summary: dict, scenario) -> str | None:
+    """The one line that says what degenerate_rounds counted, with what would change it."""
+    counts = summary.get("degenerate_rounds")
+    if not counts:
+        return None
+    said = []
+    if "rounds_all_late" in counts:
+        said.append(f"{counts['rounds_all_late']} where no selected device met round.deadline_s "
+                    f"({scenario.round.deadline_s:g} s)")
+    if "rounds_all_dropped" in counts:
+        said.append(f"{counts['rounds_all_dropped']} where every selected device went offline")
+    if "rounds_waiting_for_devices" in counts:
+        said.append(f"{counts['rounds_waiting_for_devices']} that waited for a device to come online")
+    return f"warning: {summary.get('rounds', '?')} rounds, of which {'; '.join(said)} (summary.json: degenerate_rounds)"

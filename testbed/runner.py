@@ -4,6 +4,7 @@ A run that fails keeps its rounds: its summary.json says how it ended (failed, i
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from testbed import scenario as sc
@@ -21,7 +22,7 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
     from testbed import checkpoint
     from testbed.engine import Engine
     from testbed.resources import Resources
-    from testbed.runlog import RunWriter, resolved, run_folder
+    from testbed.runlog import RunWriter, degenerate_warning, resolved, run_folder
 
     try:
         exp = sc.build(scenario)
@@ -60,7 +61,11 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
             except OSError:  # the folder went away or the disk is full: the error itself says what happened
                 pass
             raise
-    return writer.path, writer.close()
+    summary = writer.close()
+    warning = degenerate_warning(summary, scenario)
+    if warning:
+        print(warning, file=sys.stderr)
+    return writer.path, summary
 
 
 def resumed_uplink(run: Path) -> int:

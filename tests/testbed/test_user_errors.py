@@ -74,3 +74,43 @@ def test_a_bug_outside_a_run_writes_its_traceback_to_a_temporary_file(scenario, 
     log = Path(one_line(capsys).split("traceback in ")[1].split(";")[0])
     assert "ZeroDivisionError" in log.read_text()
     log.unlink()
+
+
+class _DiskFills:
+    """A table's file handle on a disk that fills up after `room` more bytes."""
+
+    def __init__(self, handle, room: int):
+        self.handle, self.room = handle, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            self.handle.write(data[: self.room])
+            self.room = 0
+            raise OSError(28, "No space left on device", str(self.path))
+        self.room -= len(data)
+        return self.handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+
+def test_a_full_disk_leaves_no_torn_row_and_the_summary_says_so(scenario, tmp_path, capsys, monkeypatch):
+    from testbed.runlog import RunWriter
+
+    write = RunWriter._write
+
+    def disk_fills_in_round_2(handle, rows, columns):
+        if rows and rows[0].get("round") == 2 and "t_start_s" in rows[0]:  # rounds.csv's row of round 2
+            full = _DiskFills(handle, room=7)
+            full.path = "rounds.csv"
+            return write(full, rows, columns)
+        return write(handle, rows, columns)
+
+    monkeypatch.setattr(RunWriter, "_write", staticmethod(disk_fills_in_round_2))
+    assert main(["run", str(scenario), "--out", str(tmp_path), "--quiet"]) == 2
+    assert one_line(capsys) == ("error: rounds.csv: No space left on device; check the path and that it can be "
+                                "written\n")
+    run = tmp_path / "tiny" / "0"
+    rounds = (run / "rounds.csv").read_bytes()
+    assert rounds.count(b"\r\n") == 2 and rounds.endswith(b"\r\n")  # the header and round 1, whole
+    assert json.loads((run / "summary.json").read_text())["status"].startswith("failed: OSError: [Errno 28]")
