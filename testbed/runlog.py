@@ -159,9 +159,10 @@ def degenerate_rounds(rounds: pd.DataFrame, scenario) -> dict:
     if scenario.protocol.kind != "sync" or rounds.empty:
         return {}
     nothing = rounds["arrived"] == 0
+    waited = rounds["t_start_s"] > rounds["t_end_s"].shift(1, fill_value=0.0)  # the previous round's end, or 0
     counts = {"rounds_all_late": int((nothing & (rounds["late"] > 0)).sum()),
               "rounds_all_dropped": int((nothing & (rounds["late"] == 0) & (rounds["dropped"] > 0)).sum()),
-              "rounds_waiting_for_devices": int((rounds["t_start_s"] > rounds["t_end_s"].shift(1, fill_value=0.0)).sum())}
+              "rounds_waiting_for_devices": int(waited.sum())}
     counts = {name: n for name, n in counts.items() if n}
     return {"degenerate_rounds": counts} if counts else {}
 
