@@ -3,7 +3,7 @@
 A run folder may come from someone else, and an ordinary unpickler runs whatever a file tells it to. Files are
 read with torch.load(weights_only=True), which builds tensors, numbers, strings and plain containers only, plus
 an allow-list: the testbed's own dataclasses (ServerState, Task, the codecs, an async run's tasks in flight, the
-bandits' arms...) and numpy arrays and scalars. A file that names anything else is refused in one line before a
+bandits' arms, rate models...) and numpy arrays and scalars. A file that names anything else is refused in one line before a
 byte of it is unpickled.
 """
 from __future__ import annotations
@@ -19,22 +19,31 @@ import torch
 from testbed.errors import TestbedError
 
 NUMPY = {"numpy.ndarray", "numpy.dtype", "numpy._core.multiarray._reconstruct", "numpy._core.multiarray.scalar",
-         "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar"}
+         "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar",
+         "numpy.random.bit_generator.SeedSequence", "numpy.random.bit_generator.__pyx_unpickle_SeedSequence"}
 
 
 def _allowed(name: str) -> Any | None:
-    """The object a file's global `name` stands for, where it may be built: a dataclass of the testbed's own, or
-    one of numpy's array pieces; None otherwise. Only testbed's and numpy's own modules are imported to check."""
+    """The object a file's global `name` stands for, where it may be built: a class of the testbed's own (testbed,
+    devices) that unpickling only fills with attributes, or one of numpy's array and seed pieces; None otherwise.
+    Only those packages' modules are imported to check."""
     module, _, attribute = name.rpartition(".")
     if name in NUMPY or name.startswith("numpy.dtypes."):
         return getattr(importlib.import_module(module), attribute, None)
-    if module != "testbed" and not module.startswith("testbed."):
+    if module.partition(".")[0] not in ("testbed", "devices"):
         return None
     try:
         value = getattr(importlib.import_module(module), attribute, None)
     except ImportError:
         return None
-    return value if isinstance(value, type) and dataclasses.is_dataclass(value) else None
+    return value if isinstance(value, type) and _rebuilt_by_attributes(value) else None
+
+
+def _rebuilt_by_attributes(cls: type) -> bool:
+    """Whether unpickling an instance only creates it and sets its attributes: a dataclass, or a class of ours
+    that leaves pickling to object (an async run's tasks hold the fleet's rate models, devices.rates.Rates)."""
+    methods = ("__reduce__", "__reduce_ex__", "__setstate__")
+    return dataclasses.is_dataclass(cls) or all(getattr(cls, m, None) is getattr(object, m, None) for m in methods)
 
 
 def load(path: Path, what: str, fix: str = "") -> Any:
