@@ -2,9 +2,9 @@
 
 A run folder may come from someone else, and an ordinary unpickler runs whatever a file tells it to. Files are
 read with torch.load(weights_only=True), which builds tensors, numbers, strings and plain containers only, plus
-an allow-list: the testbed's own dataclasses (ServerState, Task, the codecs, an async run's tasks in flight, the
-bandits' arms, rate models...) and numpy arrays and scalars. A file that names anything else is refused in one line before a
-byte of it is unpickled.
+an allow-list: the testbed's own classes that unpickling only fills with attributes (ServerState, Task, the codecs,
+an async run's tasks in flight, the bandits' arms, rate models...) and numpy arrays, scalars and seeds. A file that
+names anything else is refused in one line before a byte of it is unpickled.
 """
 from __future__ import annotations
 
