@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,7 @@ def device_classes(run: Run) -> pd.Series:
 def devices_of(run: Run) -> pd.DataFrame:
     """devices.csv (one row per device: its group, profile, ...), empty where the run has none."""
     path = run.path / DEVICES_FILE
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    return table_of(path, ()) if path.is_file() else pd.DataFrame()
 
 
 def run_labels(runs: list[Run]) -> list[str]:
@@ -102,12 +103,12 @@ def load_run(path) -> Run:
         if not (path / required).is_file():
             raise FileNotFoundError(f"{path}: no {required} here; {_what_is_here(path)}")
 
-    scenario = yaml.safe_load((path / SCENARIO_FILE).read_text()) or {}
-    rounds = pd.read_csv(path / ROUNDS_FILE)
-    events = pd.read_csv(path / EVENTS_FILE)
+    scenario = _read(path / SCENARIO_FILE, lambda p: yaml.safe_load(p.read_text()) or {}, dict)
+    rounds = table_of(path / ROUNDS_FILE, ROUNDS_NUMERIC)
+    events = table_of(path / EVENTS_FILE, EVENTS_NUMERIC)
     summary_path = path / SUMMARY_FILE
     # A run cut short has no summary.json yet; the tables are enough to rebuild it.
-    summary = (json.loads(summary_path.read_text()) if summary_path.is_file()
+    summary = (_read(summary_path, lambda p: json.loads(p.read_text()), dict) if summary_path.is_file()
                else summarize(rounds, [target_accuracy_of(scenario)]))
     algorithm = scenario.get("algorithm")
     battery_path = path / BATTERY_FILE
@@ -120,8 +121,50 @@ def load_run(path) -> Run:
         rounds=rounds,
         events=events,
         summary=summary,
-        battery=pd.read_csv(battery_path) if battery_path.is_file() else None,
+        battery=table_of(battery_path, ()) if battery_path.is_file() else None,
     )
+
+
+class DamagedRun(ValueError):
+    """A run folder's file that cannot be read as the testbed wrote it (the command line says so in one line)."""
+
+
+# the columns every run's tables have, numbers all (the other columns depend on the run)
+ROUNDS_NUMERIC = ("round", "t_start_s", "t_end_s", "selected", "arrived", "bytes_up", "bytes_down", "flops",
+                  "accuracy", "wasted_flops", "wasted_bytes", "dropped", "late", "surplus")  # summarize's
+EVENTS_NUMERIC = ("round", "start_s", "end_s")
+TEXT_COLUMNS = ("device", "phase", "outcome")  # events.csv's columns that need not be numbers (device: a label)
+
+
+def _read(path: Path, reader, kind: type | None = None):
+    """reader(path), where anything unreadable (or not a `kind`) is a DamagedRun naming the file."""
+    try:
+        value = reader(path)
+    except (ValueError, UnicodeDecodeError, yaml.YAMLError, pd.errors.ParserError, OSError) as err:
+        raise DamagedRun(f"{path}: unreadable ({type(err).__name__}); the run folder is damaged: run it again, "
+                         "or leave it out") from None
+    if kind is not None and not isinstance(value, kind):
+        raise DamagedRun(f"{path}: not what 'testbed run' writes there; the run folder is damaged: run it again, "
+                         "or leave it out")
+    return value
+
+
+def table_of(path: Path, numeric: tuple[str, ...], size: int | None = None) -> pd.DataFrame:
+    """A run's csv table (its first `size` bytes), with these columns present and numeric, and, for rounds.csv
+    and events.csv, every other column but TEXT_COLUMNS too; else a DamagedRun."""
+    data = _read(path, lambda p: p.read_bytes()[:size])
+    if data and not data.endswith(b"\n"):  # the testbed writes whole lines: a kill while writing tore this one
+        raise DamagedRun(f"{path}: its last row is torn (the run stopped while writing it); testbed run --resume "
+                         "cuts it, or run it again")
+    table = _read(path, lambda p: pd.read_csv(io.BytesIO(data)))
+    if path.name in (ROUNDS_FILE, EVENTS_FILE):
+        numeric = tuple(numeric) + tuple(c for c in table.columns if c not in TEXT_COLUMNS and c not in numeric)
+    broken = [c for c in numeric if c not in table or (len(table) and not pd.api.types.is_numeric_dtype(table[c]))]
+    broken += [c for c in TEXT_COLUMNS if path.name == EVENTS_FILE and c not in table]
+    if broken:
+        raise DamagedRun(f"{path}: column {broken[0]} is missing or not numbers; the run folder is damaged: run it "
+                         "again, or leave it out")
+    return table
 
 
 def _what_is_here(path: Path) -> str:

@@ -95,11 +95,14 @@ def _analysis_errors():
     """What the analysis raises about its input, as one-line errors."""
     from analysis.compare import UnknownBaseline
     from analysis.report import MissingMetric
+    from analysis.runs import DamagedRun
 
     try:
         yield
     except FileNotFoundError as err:
         raise TestbedError(str(err).strip("'\"")) from None
+    except DamagedRun as err:
+        raise TestbedError(str(err)) from None
     except UnknownBaseline as err:
         raise TestbedError(str(err)) from None
     except MissingMetric as err:
@@ -232,13 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.handler(args)
     except TestbedError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as err:
         if getattr(args, "debug", False):
             raise
         where = f"{err.filename}: " if err.filename else ""
-        print(f"error: {where}{err.strerror or err}; check the path and that it can be written", file=sys.stderr)
+        print(f"error: {where}{_one_line(err.strerror or err)}; check the path and that it can be written",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted: the tables written so far are kept; --resume goes on", file=sys.stderr)
@@ -247,13 +251,18 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "debug", False):
             raise
         log = getattr(err, "log_file", None) or write_crash_log(err)
-        print(f"internal error ({type(err).__name__}: {err}): a bug in the testbed, not in your input; traceback "
-              f"in {log}; please report it with that file on the project's issue tracker (--debug shows it here)",
+        print(f"internal error ({type(err).__name__}: {_one_line(err)}): a bug in the testbed, not in your input; "
+              f"traceback in {log}; please report it with that file on the project's issue tracker (--debug shows it here)",
               file=sys.stderr)
         return EXIT_BUG
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _one_line(message) -> str:
+    """A message as one line, whatever a library put in it (YAML's parser quotes the line it stopped at)."""
+    return " ".join(str(message).split())
 
 
 def _interrupt(signum, frame):

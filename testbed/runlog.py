@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 from analysis.metrics import summarize
+from analysis.runs import EVENTS_NUMERIC, ROUNDS_NUMERIC, DamagedRun, table_of
 from testbed import checkpoint as ckpt
 from testbed.data.partition import label_histograms, non_iid_degree
 from testbed.errors import TestbedError
@@ -59,6 +60,9 @@ def resolved(scenario) -> str:
     return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
 
 
+RESUMED_NUMERIC = {"rounds.csv": ROUNDS_NUMERIC, "events.csv": EVENTS_NUMERIC}
+
+
 class RunWriter:
     """Writes a run folder from scratch, or, given the checkpoint a resumed run starts from, goes on with it."""
 
@@ -85,6 +89,10 @@ class RunWriter:
             if not path.is_file() or path.stat().st_size < resume.tables[name]:  # cutting would pad it with zeros
                 raise TestbedError(f"{path}: shorter than its checkpoint says ({resume.tables[name]} bytes); the "
                                    "run folder was changed, run without --resume to start over")
+            try:  # what it keeps must read back
+                table_of(path, RESUMED_NUMERIC.get(name, ()), resume.tables[name])
+            except DamagedRun as err:
+                raise TestbedError(f"{err}; or run without --resume to start over") from None
             handle = open(path, "r+b", buffering=0)
             handle.truncate(resume.tables[name])
             handle.seek(0, os.SEEK_END)

@@ -322,8 +322,17 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise TestbedError(f"--set {item}: expected KEY.PATH=VALUE, e.g. --set stop.max_rounds=5")
-        set_path(raw, key, yaml.safe_load(value), f"--set {item}")
+        set_path(raw, key, yaml_value(value, f"--set {item}"), f"--set {item}")
     return raw
+
+
+def yaml_value(text: str, origin: str):
+    """A --set or --grid value, parsed as YAML; what YAML cannot read is named in one line."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise TestbedError(f"{origin}: not a YAML value ({getattr(err, 'problem', None) or err}); quote it, "
+                           "e.g. --set name='a b'") from None
 
 
 def set_path(raw: dict, key: str, value, origin: str) -> None:
