@@ -59,7 +59,12 @@ class RayExecutor:
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         shares = [share for share in np.array_split(np.arange(len(jobs)), len(self.workers)) if len(share)]
         futures = [w.train.remote(strategy, [jobs[i] for i in share]) for w, share in zip(self.workers, shares)]
-        return [result for batch in self.ray.get(futures) for result in batch]
+        try:
+            batches = self.ray.get(futures)
+        except self.ray.exceptions.RayActorError as err:  # a worker died (killed, out of memory, node lost)
+            raise TestbedError(f"executor.kind ray: a worker died in the middle of a round ({type(err).__name__}); "
+                               "the rounds before it are kept, and --resume goes on from the last checkpoint") from None
+        return [result for batch in batches for result in batch]
 
     def close(self) -> None:
         for w in getattr(self, "workers", []):

@@ -204,3 +204,27 @@ def test_evaluation_in_small_batches_gives_the_whole_batch_numbers():
             expected_loss += F.cross_entropy(logits, y[block : block + 1000], reduction="sum").item()
             expected_correct.append((logits.argmax(1) == y[block : block + 1000]).numpy())
     assert loss == expected_loss and np.array_equal(correct, np.concatenate(expected_correct))
+
+
+def test_a_ray_worker_killed_mid_round_stops_the_run_in_one_line_with_its_tables_whole(two_devices, tmp_path,
+                                                                                        capsys, monkeypatch):
+    pytest.importorskip("ray")
+    import json
+
+    from testbed.execution.ray import RayExecutor
+
+    train = RayExecutor.train
+
+    def kill_a_worker_in_round_2(self, strategy, jobs):
+        if jobs and jobs[0].task.round == 2:
+            self.ray.kill(self.workers[0])
+        return train(self, strategy, jobs)
+
+    monkeypatch.setattr(RayExecutor, "train", kill_a_worker_in_round_2)
+    two_devices["executor"] = {"kind": "ray", "workers": 2}
+    assert main(["run", str(write_yaml(tmp_path / "s.yaml", two_devices)), "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "executor.kind ray: a worker died in the middle of a round" in err
+    run = tmp_path / "two_devices" / "0"
+    assert pd.read_csv(run / "rounds.csv")["round"].tolist() == [1]
+    assert json.loads((run / "summary.json").read_text())["status"].startswith("failed: executor.kind ray")
