@@ -90,7 +90,8 @@ def run_sync(engine, env: simpy.Environment):
         tasks = {t.device: t for t in strategy.configure(state, ctx, selection)}
         capacity = fleet.train_flops_per_s(r)
         timelines = {d: engine.timeline(t, float(capacity[d]), t_start) for d, t in tasks.items()}
-        online_until = fleet.availability.online_until_each(np.fromiter(tasks, np.int64, len(tasks)), t_start)
+        ends = np.array([t_start + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
+        online_until = fleet.availability.online_until_each(np.fromiter(tasks, np.int64, len(tasks)), t_start, ends)
         offline = {d: resources.offline_at(d, t_start, timelines[d].seconds, until)
                    for d, until in zip(tasks, online_until.tolist())}
         plans = {d: plan_task(d, t_start, timelines[d].seconds, at) for d, (at, _) in offline.items()}

@@ -124,6 +124,25 @@ def test_online_until_each_is_online_until_of_each():
         batched.online_until_each(np.array([26]), 5.0)
 
 
+def test_online_until_each_gives_the_horizon_where_the_need_ends_before_it():
+    """A device online past the sampled horizon: where the caller's need ends before the horizon it gets the
+    horizon (a lower bound that decides the same comparisons) and nothing is re-sampled; where the need reaches
+    past it, the true end, re-sampled."""
+    availability = Availability([(MarkovOnOff(5000, 10), 200)], SEED, initial_horizon_s=100.0)
+    online = np.flatnonzero(availability.online_at(0.0))
+    chosen = online[:50]
+    needed = np.full(50, 60.0)
+    lower = availability.online_until_each(chosen, 0.0, needed)
+    assert availability.horizon_s == 100.0 and (lower == 100.0).any()
+    exact = Availability([(MarkovOnOff(5000, 10), 200)], SEED, initial_horizon_s=1e6)
+    truth = np.array([exact.online_until(int(d), 0.0) for d in chosen])
+    assert np.array_equal(lower, np.where(truth >= 100.0, 100.0, truth))
+    needed[0] = 150.0  # one task reaches past the horizon: a longer sample, and the same rule under its horizon
+    again = availability.online_until_each(chosen, 0.0, needed)
+    horizon = availability.horizon_s
+    assert horizon > 150.0 and np.array_equal(again, np.where(truth >= horizon, horizon, truth))
+
+
 def test_a_settled_answer_does_not_extend_the_horizon():
     availability = Availability([(AlwaysOn(), 2)], SEED, initial_horizon_s=100.0)
     assert availability.online_until(1, 1e12) == math.inf
