@@ -125,6 +125,9 @@ def load_run(path) -> Run:
     )
 
 
+DAMAGED = "the run folder is damaged: run it again, or leave it out"
+
+
 class DamagedRun(ValueError):
     """A run folder's file that cannot be read as the testbed wrote it (the command line says so in one line)."""
 
@@ -141,11 +144,9 @@ def _read(path: Path, reader, kind: type | None = None):
     try:
         value = reader(path)
     except (ValueError, UnicodeDecodeError, yaml.YAMLError, pd.errors.ParserError, OSError) as err:
-        raise DamagedRun(f"{path}: unreadable ({type(err).__name__}); the run folder is damaged: run it again, "
-                         "or leave it out") from None
+        raise DamagedRun(f"{path}: unreadable ({type(err).__name__}); {DAMAGED}") from None
     if kind is not None and not isinstance(value, kind):
-        raise DamagedRun(f"{path}: not what 'testbed run' writes there; the run folder is damaged: run it again, "
-                         "or leave it out")
+        raise DamagedRun(f"{path}: not what 'testbed run' writes there; {DAMAGED}")
     return value
 
 
@@ -162,8 +163,7 @@ def table_of(path: Path, numeric: tuple[str, ...], size: int | None = None) -> p
     broken = [c for c in numeric if c not in table or (len(table) and not pd.api.types.is_numeric_dtype(table[c]))]
     broken += [c for c in TEXT_COLUMNS if path.name == EVENTS_FILE and c not in table]
     if broken:
-        raise DamagedRun(f"{path}: column {broken[0]} is missing or not numbers; the run folder is damaged: run it "
-                         "again, or leave it out")
+        raise DamagedRun(f"{path}: column {broken[0]} is missing or not numbers; {DAMAGED}")
     return table
 
 

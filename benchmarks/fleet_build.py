@@ -62,9 +62,10 @@ def fleet_only(n: int) -> None:
     specs = [replace(spec, count=round(spec.count * scale)) for spec in scenario.fleet.specs()]
     t, fleet = timed(devices.Fleet.build, specs, np.random.SeedSequence(0))
     t_query, online = timed(fleet.availability.online_at, 10.0)
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
     print(f"Fleet.build of scale.yaml's groups at {fleet.n:,} devices: {t:.2f} s "
           f"({len(fleet.availability._starts):,} on-intervals); online_at: {1000 * t_query:.0f} ms "
-          f"({int(online.sum()):,} online); peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2:.2f} GB")
+          f"({int(online.sum()):,} online); peak RSS {peak_gb:.2f} GB")
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ def device_generators(seed: np.random.SeedSequence, devices: Iterable[int]) -> I
     """device_rng(seed, d) for each device in turn, as ONE generator moved to each device's stream (use it before
     asking for the next). Same numbers, ~5x cheaper: a SeedSequence and a PCG64 built per device cost ~20 us, most
     of a 100,000-device fleet's build; here the seeding hash runs on all devices at once (numpy) and each device
-    costs a state assignment. tests/devices/test_seeding.py checks it against device_rng."""
+    costs a state assignment. tests/devices/test_device_generators.py checks it against device_rng."""
     devices = np.fromiter(devices, dtype=np.int64)
     if not _hashable_at_once(seed, devices):
         yield from (device_rng(seed, int(d)) for d in devices)

@@ -2,15 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
-import tempfile
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-from testbed.errors import TestbedError
+from testbed.errors import TestbedError, write_crash_log
 
 EXIT_BUG, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -252,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         log = getattr(err, "log_file", None) or write_crash_log(err)
         print(f"internal error ({type(err).__name__}: {_one_line(err)}): a bug in the testbed, not in your input; "
-              f"traceback in {log}; please report it with that file on the project's issue tracker (--debug shows it here)",
-              file=sys.stderr)
+              f"traceback in {log}; please report it with that file on the project's issue tracker "
+              "(--debug shows it here)", file=sys.stderr)
         return EXIT_BUG
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -267,19 +264,6 @@ def _one_line(message) -> str:
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
-
-
-def write_crash_log(err: BaseException, folder: Path | None = None) -> Path:
-    """The traceback of `err` in folder/error.log (a new file in the temporary folder where none is given)."""
-    text = "".join(traceback.format_exception(err))
-    if folder is not None:
-        path = Path(folder) / "error.log"
-        path.write_text(text)
-        return path
-    handle, name = tempfile.mkstemp(prefix="testbed-error-", suffix=".log")
-    with os.fdopen(handle, "w") as f:
-        f.write(text)
-    return Path(name)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,25 @@
-"""The one exception a user sees: a one-line message naming the field or file and the fix."""
+"""The one exception a user sees: a one-line message naming the field or file and the fix; and where the traceback
+of anything else (a bug) is written."""
+import os
+import tempfile
+import traceback
+from pathlib import Path
 
 
 class TestbedError(Exception):
     """Bad input or a failed run. The CLI prints it as one line and exits with code 2."""
 
     __test__ = False  # not a pytest test class, despite the name
+
+
+def write_crash_log(err: BaseException, folder: Path | None = None) -> Path:
+    """The traceback of `err` in folder/error.log (a new file in the temporary folder where none is given)."""
+    text = "".join(traceback.format_exception(err))
+    if folder is not None:
+        path = Path(folder) / "error.log"
+        path.write_text(text)
+        return path
+    handle, name = tempfile.mkstemp(prefix="testbed-error-", suffix=".log")
+    with os.fdopen(handle, "w") as f:
+        f.write(text)
+    return Path(name)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from testbed import scenario as sc
-from testbed.errors import TestbedError
+from testbed.errors import TestbedError, write_crash_log
 
 
 def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", quiet: bool = False,
@@ -52,8 +52,6 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
         except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
             crashed = not isinstance(err, (KeyboardInterrupt, OSError))
             if crashed:  # a bug: its traceback in the run folder, for the report (cli.main names the file)
-                from testbed.cli import write_crash_log
-
                 err.log_file = write_crash_log(err, writer.path)
             try:
                 writer.close(status="interrupted" if isinstance(err, KeyboardInterrupt)
