@@ -1,6 +1,8 @@
 """The baselines' side of W1, written as plain PyTorch with nothing of the testbed in it but the seed rule:
-the CNN as an ordinary nn.Module, and local training as the textbook torch.optim.SGD loop."""
+the CNN as an ordinary nn.Module, local training as the textbook torch.optim.SGD loop, and FedAvg's rounds."""
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import torch
@@ -44,3 +46,32 @@ def sgd_epochs(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, ba
             optimizer.zero_grad()
             F.cross_entropy(model(x[batch]), y[batch]).backward()
             optimizer.step()
+
+
+def fedavg(initial: dict[str, torch.Tensor], train_x: torch.Tensor, train_y: torch.Tensor, clients: list[np.ndarray],
+           selection: dict[int, list[int]], seed: int, lr: float, batch_size: int, test_x: torch.Tensor,
+           test_y: torch.Tensor, epochs: int = 1, eval_batch: int | None = None) -> tuple[list[float], float]:
+    """FedAvg's rounds: each selected client trains from the global weights, the global model is the
+    sample-weighted mean, evaluated on (test_x, test_y) after each round (in batches of `eval_batch`, or all at
+    once). Returns (accuracy after each round, seconds spent in local training)."""
+    model = PlainCNN()
+    state = {k: v.clone() for k, v in initial.items()}
+    accuracies, train_s = [], 0.0
+    for r in sorted(selection):
+        total, summed = 0, {k: torch.zeros_like(v) for k, v in state.items()}
+        for d in selection[r]:
+            model.load_state_dict(state)
+            index = torch.from_numpy(clients[d])
+            began = time.perf_counter()
+            sgd_epochs(model, train_x[index], train_y[index], lr, batch_size, seed, r, int(d), epochs)
+            train_s += time.perf_counter() - began
+            for k, v in model.state_dict().items():
+                summed[k] += len(index) * v
+            total += len(index)
+        state = {k: v / total for k, v in summed.items()}
+        model.load_state_dict(state)
+        model.eval()
+        with torch.no_grad():
+            batches = zip(test_x.split(eval_batch or len(test_y)), test_y.split(eval_batch or len(test_y)))
+            accuracies.append(sum(int((model(x).argmax(1) == y).sum()) for x, y in batches) / len(test_y))
+    return accuracies, train_s

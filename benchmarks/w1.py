@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from _harness import HERE, build, machine, ratio, run_testbed, seconds, warm_up, warm_up_torch_func
-from plain_cnn import TRAINING_STREAM, PlainCNN, sgd_epochs
+from plain_cnn import TRAINING_STREAM, PlainCNN, fedavg
 from testbed.scenario import Purpose
 
 SCENARIO = HERE / "w1.yaml"
@@ -38,29 +38,9 @@ def bare_loop(initial: dict[str, torch.Tensor], data, train_indices, selection: 
               ) -> tuple[float, float, list[float]]:
     """Returns (seconds, of which training, accuracy after each round); `test_samples` evaluates on the first
     few test digits only (for profiles of training)."""
-    test_x, test_y = data.test_x[:test_samples], data.test_y[:test_samples]
-    model = PlainCNN()
     start = time.perf_counter()
-    train_s = 0.0
-    global_state = {k: v.clone() for k, v in initial.items()}
-    accuracies = []
-    for r in sorted(selection):
-        total, summed = 0, {k: torch.zeros_like(v) for k, v in global_state.items()}
-        for d in selection[r]:
-            model.load_state_dict(global_state)
-            index = torch.from_numpy(train_indices[d])
-            x, y = data.train_x[index], data.train_y[index]
-            began = time.perf_counter()
-            sgd_epochs(model, x, y, lr, batch_size, seed, r, d, epochs)
-            train_s += time.perf_counter() - began
-            for k, v in model.state_dict().items():
-                summed[k] += len(y) * v
-            total += len(y)
-        global_state = {k: v / total for k, v in summed.items()}
-        model.load_state_dict(global_state)
-        model.eval()
-        with torch.no_grad():
-            accuracies.append(float((model(test_x).argmax(1) == test_y).float().mean()))
+    accuracies, train_s = fedavg(initial, data.train_x, data.train_y, train_indices, selection, seed, lr, batch_size,
+                                 data.test_x[:test_samples], data.test_y[:test_samples], epochs)
     return time.perf_counter() - start, train_s, accuracies
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from testbed.models.pool import max_pool2d
+
 
 def _scaled(units: int, width: float) -> int:
     return max(1, round(units * width))
@@ -28,8 +30,8 @@ class _TwoConvNet(nn.Module):
         self.fc2 = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(torch.max_pool2d(self.conv1(x), 2))
-        x = torch.relu(torch.max_pool2d(self.conv2(x), 2))
+        x = torch.relu(max_pool2d(self.conv1(x), 2))
+        x = torch.relu(max_pool2d(self.conv2(x), 2))
         return self.fc2(torch.relu(self.fc1(x.flatten(1))))
 
 
@@ -66,8 +68,8 @@ class FedDUMAPCNN(nn.Module):
         self.fc2 = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
-        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = max_pool2d(torch.relu(self.conv2(x)), 2)
         x = torch.relu(self.conv3(x))
         return self.fc2(torch.relu(self.fc1(x.flatten(1))))
 
@@ -90,8 +92,8 @@ class LeNet5(nn.Module):
         self.fc3 = nn.Linear(h2, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
-        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = max_pool2d(torch.relu(self.conv2(x)), 2)
         x = torch.relu(self.fc1(x.flatten(1)))
         return self.fc3(torch.relu(self.fc2(x)))
 
@@ -124,6 +126,6 @@ class FedLionCNN(nn.Module):
         self.fc2 = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2, 1)
-        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2, 1)
+        x = max_pool2d(torch.relu(self.conv1(x)), 2, 1)
+        x = max_pool2d(torch.relu(self.conv2(x)), 2, 1)
         return self.fc2(torch.relu(self.fc1(x.flatten(1))))

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from testbed.models.cnn import _scaled
+from testbed.models.pool import MaxPool2d
 
 CONFIGS = {
     "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -46,7 +47,7 @@ class VGG(nn.Module):
         side = height
         for item in CONFIGS[config]:
             if item == "M":
-                layers.append(nn.MaxPool2d(2))
+                layers.append(MaxPool2d(2))
                 side //= 2
             else:
                 out_ch = _scaled(item, width)
