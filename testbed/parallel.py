@@ -6,9 +6,9 @@ Semantics:
 - A job that fails (a TestbedError, or a crash) is reported with its error and the others go on; its folder's
   summary.json says how it ended, as for a serial run.
 - Local workers split this machine's cores: each sets torch to max(1, cores // N) threads. A run's tables depend
-  only on its scenario and seed, whichever worker runs it and in whatever order; like any run they are bit for
-  bit those of a serial run with the same number of torch threads (a CPU kernel may round differently with
-  another thread count; small models do not).
+  only on its scenario, its seed and its torch threads, whichever worker runs it and in whatever order: with
+  executor.threads set they are bit for bit a serial run's; unset, a run trains on the worker's count, and a
+  note says so where that differs from a serial run's (testbed/execution/threads.py).
 - Progress: one line per job as it ends (status, wall seconds, folder) with the count done so far.
 """
 from __future__ import annotations
@@ -82,7 +82,12 @@ def _set_threads(threads: int) -> None:
 
 
 def _in_processes(jobs: list[Job], workers: int, on_done) -> list[Outcome]:
+    from testbed.execution.threads import parallel_note
+
     threads = max(1, (os.cpu_count() or 1) // workers)
+    note = parallel_note([job.scenario.executor for job in jobs], threads)
+    if note:
+        print(note, file=sys.stderr)
     # spawn, not fork: a forked child of a process whose torch has started its thread pool can hang
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_set_threads,
                              initargs=(threads,)) as pool:

@@ -16,7 +16,16 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
     """Build and run `scenario` (read from `source`, named in errors) into out/<name>/<seed>/ with a progress
     bar; returns the run folder and its summary. A TestbedError in the run closes the folder as failed and
     is raised again naming it; Ctrl-C and crashes close it as interrupted / crashed and go through.
-    resume: go on from the run folder's checkpoint (from round 1 where it has none)."""
+    resume: go on from the run folder's checkpoint (from round 1 where it has none).
+    The whole run computes on executor.threads torch threads where set (testbed/execution/threads.py)."""
+    from testbed.execution.threads import torch_threads
+
+    with torch_threads(scenario.executor.threads) as threads:
+        return _run(scenario, source, out, quiet, resume, threads)
+
+
+def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resume: bool,
+         threads: int) -> tuple[Path, dict]:
     from tqdm import tqdm
 
     from testbed import checkpoint
@@ -44,7 +53,7 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
                                 f"up {uplink / 1e6:.1f}MB")
 
         try:
-            writer.facts |= resources.facts()
+            writer.facts |= resources.facts() | {"torch_threads": threads}
             Engine(exp, on_round, writer.checkpoint, start, resources).run()
         except TestbedError as err:
             writer.close(status=f"failed: {err}")

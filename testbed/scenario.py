@@ -184,6 +184,7 @@ class DeviceState(Strict):
 
 class TrainingDevice(Strict):
     device: Literal["cpu", "cuda"] = "cpu"   # where clients train (testbed/execution/device.py)
+    threads: PositiveInt | None = None      # torch threads of the run, wherever it runs (testbed/execution/threads.py)
 
 
 class SerialExecutor(TrainingDevice):
@@ -469,7 +470,9 @@ def build(scenario: Scenario) -> Experiment:
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
         scenario.updates_per_aggregation, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
         lambda: initial_accuracy(model, dataset, clients)))
-    executor = EXECUTORS[scenario.executor.kind](model, dataset, **scenario.executor.model_dump(exclude={"kind"}))
+    # threads are the runner's to set (the whole run); a Ray executor passes them on to its workers
+    options = scenario.executor.model_dump(exclude={"kind"} if scenario.executor.kind == "ray" else {"kind", "threads"})
+    executor = EXECUTORS[scenario.executor.kind](model, dataset, **options)
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, shared)
 
 

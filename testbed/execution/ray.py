@@ -17,8 +17,8 @@ from testbed.execution.common import TrainJob
 
 
 class _Worker:
-    def __init__(self, model: torch.nn.Module, dataset, device: str):
-        torch.set_num_threads(1)  # one core per worker: workers must not fight over the same cores
+    def __init__(self, model: torch.nn.Module, dataset, device: str, threads: int | None):
+        torch.set_num_threads(threads or 1)  # one core per worker unless set: workers must not fight over cores
         self.executor = BatchedExecutor(model, dataset, device=device)
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]):
@@ -43,7 +43,7 @@ def start_ray(address: str | None, num_cpus: int | None, needed_by: str):
 
 class RayExecutor:
     def __init__(self, model: torch.nn.Module, dataset, workers: int = 2, address: str | None = None,
-                 device: str = "cpu"):
+                 device: str = "cpu", threads: int | None = None):
         ray, self.started_ray = start_ray(address, workers, "executor.kind: ray")
         self.ray = ray
         gpus = 0
@@ -54,7 +54,7 @@ class RayExecutor:
             gpus = 1 if address else 1 / workers
         worker = ray.remote(num_cpus=1, num_gpus=gpus)(_Worker)
         model_ref, data_ref = ray.put(model), ray.put(dataset)
-        self.workers = [worker.remote(model_ref, data_ref, device) for _ in range(workers)]
+        self.workers = [worker.remote(model_ref, data_ref, device, threads) for _ in range(workers)]
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         shares = [share for share in np.array_split(np.arange(len(jobs)), len(self.workers)) if len(share)]

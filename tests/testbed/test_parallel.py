@@ -1,12 +1,16 @@
 """Runs in parallel (`sweep --jobs`, `run --seeds --jobs`): the same tables as serial, and a failing run does
 not stop the others."""
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import torch
 from helpers import TWO_DEVICES, write_yaml
 
 from testbed.cli import main
+from testbed.execution.threads import parallel_note, torch_threads
 
 # real registered data (worker processes are spawned: a test's monkeypatched registry does not reach them)
 SCENARIO = {**TWO_DEVICES, "name": "par", "data": {"name": "synthetic", "options": {"num_clients": 4, "dim": 5},
@@ -99,3 +103,41 @@ def test_bad_parallel_flag_values_give_one_line_and_exit_2(capsys, argv, message
         main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(message), err
+
+
+# A CNN at batch 10 rounds differently on 1 and 2 torch threads (its matrix products and convolution gradients
+# split their sums between threads): what executor.threads is for.
+CNN = {**TWO_DEVICES, "name": "cnn", "client": {"lr": 0.05, "batch_size": 10, "local_steps": 4},
+       "stop": {"max_rounds": 2}}
+
+
+def test_executor_threads_give_a_parallel_sweep_the_serial_tables_for_a_cnn(tmp_path, capsys):
+    path = write_yaml(tmp_path / "cnn.yaml", CNN)
+    pinned = ["--grid", "seed=[0,1]", "--set", "executor.threads=1", "--quiet"]
+    assert main(["sweep", str(path), *pinned, "--out", str(tmp_path / "serial")]) == 0
+    assert main(["sweep", str(path), *pinned, "--out", str(tmp_path / "parallel"), "--jobs", "2"]) == 0
+    assert "note:" not in capsys.readouterr().err
+    serial = pd.read_csv(tmp_path / "serial/cnn/sweep.csv")["folder"]
+    parallel = pd.read_csv(tmp_path / "parallel/cnn/sweep.csv")["folder"]
+    for one, other in zip(serial, parallel, strict=True):
+        for table in ("rounds.csv", "events.csv"):
+            assert (Path(one) / table).read_bytes() == (Path(other) / table).read_bytes()
+        assert json.loads((Path(other) / "summary.json").read_text())["torch_threads"] == 1
+
+
+def test_a_parallel_sweep_says_when_unpinned_runs_train_on_other_threads(monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    unset, pinned = SimpleNamespace(threads=None), SimpleNamespace(threads=1)
+    note = parallel_note([unset, pinned, unset], per_worker=1)
+    assert note.startswith("note: 2 run(s) leave executor.threads unset, so they train on 1 torch thread(s) each")
+    assert note.endswith("--set executor.threads=1 makes them identical wherever they run")
+    assert parallel_note([pinned], per_worker=1) is None and parallel_note([unset], per_worker=2) is None
+
+
+def test_torch_threads_sets_the_count_for_the_block_only():
+    before = torch.get_num_threads()
+    with torch_threads(1) as inside:
+        assert inside == torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with torch_threads(None) as inside:
+        assert inside == before
