@@ -49,7 +49,9 @@ class MarkovOnOff:
     """Alternating exponential on and off durations (a two-state continuous-time Markov chain).
 
     "stationary" starts on with probability mean_on / (mean_on + mean_off); the exponential's lack of memory
-    makes the first duration already stationary, so there is no burn-in.
+    makes the first duration already stationary, so there is no burn-in. Rows that would start at or past the
+    horizon are left out (none of them is final; a longer horizon draws them): drawn in blocks of 64 cycles, an
+    hour's sample would otherwise hold mostly rows past it.
     """
 
     mean_on_s: float
@@ -90,7 +92,7 @@ class MarkovOnOff:
         for row, rng in enumerate(device_generators(seed, devices)):
             stationary = rng.random() < fraction_on   # drawn whatever the start, as _device_intervals does
             starts_on[row] = stationary if self.start == "stationary" else self.start == "on"
-            draws[row] = rng.standard_exponential((blocks * CYCLES_PER_BLOCK, 2))
+            rng.standard_exponential(out=draws[row])   # the same draws as a (blocks * 64, 2) call, not copied
         means = np.where(starts_on[:, None], [self.mean_on_s, self.mean_off_s], [self.mean_off_s, self.mean_on_s])
         durations = (draws.reshape(n, blocks, CYCLES_PER_BLOCK, 2) * means[:, None, None, :]).reshape(n, blocks, width)
         # bounds[:, 0] = 0, then each block's cumulative sum added to the previous block's last bound
@@ -103,10 +105,12 @@ class MarkovOnOff:
         reached = bounds[:, width::width] >= horizon_s          # (n, blocks): the while loop's test, block by block
         used = np.where(reached.any(axis=1), reached.argmax(axis=1) + 1, 0)   # blocks the loop draws; 0: too few
         # rows (bounds[2k + f], bounds[2k + 1 + f]) with f = 0 when starting on, k < used * CYCLES_PER_BLOCK
+        # and only those that start before the horizon (the rest would be dropped as not final anyway)
         k = np.arange(blocks * CYCLES_PER_BLOCK)
         first_index = 2 * k[None, :] + (~starts_on)[:, None]
-        valid = k[None, :] < (used * CYCLES_PER_BLOCK)[:, None]
-        starts, ends, counts = merge_sorted_segments(np.take_along_axis(bounds, first_index, axis=1)[valid],
+        on_starts = np.take_along_axis(bounds, first_index, axis=1)
+        valid = (k[None, :] < (used * CYCLES_PER_BLOCK)[:, None]) & (on_starts < horizon_s)
+        starts, ends, counts = merge_sorted_segments(on_starts[valid],
                                                      np.take_along_axis(bounds, first_index + 1, axis=1)[valid],
                                                      valid.sum(axis=1))
         if used.all():
@@ -128,7 +132,8 @@ class MarkovOnOff:
             changes.append(changes[-1][-1] + np.cumsum(durations.ravel()))
         bounds = np.concatenate(changes)
         first_on = 0 if starts_on else 1
-        return merge_intervals(np.column_stack([bounds[first_on:-1:2], bounds[first_on + 1 :: 2]]))
+        rows = np.column_stack([bounds[first_on:-1:2], bounds[first_on + 1 :: 2]])
+        return merge_intervals(rows[rows[:, 0] < horizon_s])
 
 
 @dataclass(frozen=True)

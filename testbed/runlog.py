@@ -78,6 +78,7 @@ class RunWriter:
             (self.path / ckpt.FILE).unlink(missing_ok=True)  # an older run's: it must not be resumed into this one
         self._tables = {name: self._open(name, columns, resume) for name, columns in tables(scenario).items()}
         self.facts: dict = {}  # what the engine knows once built, for summary.json (the memory footprint)
+        self.lost = False      # the folder was removed under the run (round() found it gone)
 
     def _open(self, name: str, columns: list[str], resume: ckpt.Checkpoint | None):
         """The table, unbuffered (a round's rows are one write), from its header or cut back to the checkpoint."""
@@ -129,6 +130,10 @@ class RunWriter:
                                                       "server_non_iid_degree": shared.non_iid_degree}
 
     def round(self, record: dict, events: list[dict]) -> None:
+        if not self.path.is_dir():  # removed under the run: its open tables would go on into files nobody can read
+            self.lost = True
+            raise TestbedError(f"{self.path}: the run folder was removed while the run was writing it (round "
+                               f"{record['round']}); its tables are lost, so run it again")
         for name, rows in record.pop("tables", {}).items():  # a strategy's tables, e.g. FedAP's pruning.csv
             pd.DataFrame(rows).to_csv(self.path / name, index=False)
         rows = {"rounds.csv": [record], "events.csv": events, "battery.csv": record.pop("battery", [])}
@@ -146,6 +151,12 @@ class RunWriter:
     def close(self, status: str = "completed") -> dict:
         for handle, _ in self._tables.values():
             handle.close()
+        if self.lost:  # a new folder holding only what happened, so that a sweep's index and --resume see it
+            self.path.mkdir(parents=True, exist_ok=True)
+            summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
+                       "algorithm": self.scenario.algorithm.name, "status": status}
+            ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
+            return summary
         rounds = pd.read_csv(self.path / "rounds.csv")
         target = self.scenario.stop.target_accuracy
         summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,

@@ -57,7 +57,7 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
             Engine(exp, on_round, writer.checkpoint, start, resources).run()
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
-            raise TestbedError(f"{err} (rounds so far kept in {writer.path})") from None
+            raise TestbedError(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") from None
         except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
             crashed = not isinstance(err, (KeyboardInterrupt, OSError))
             if crashed:  # a bug: its traceback in the run folder, for the report (cli.main names the file)

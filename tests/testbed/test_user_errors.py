@@ -114,3 +114,26 @@ def test_a_full_disk_leaves_no_torn_row_and_the_summary_says_so(scenario, tmp_pa
     rounds = (run / "rounds.csv").read_bytes()
     assert rounds.count(b"\r\n") == 2 and rounds.endswith(b"\r\n")  # the header and round 1, whole
     assert json.loads((run / "summary.json").read_text())["status"].startswith("failed: OSError: [Errno 28]")
+
+
+def test_a_run_folder_removed_mid_run_says_so_in_one_line_and_a_new_summary(scenario, tmp_path, capsys,
+                                                                          monkeypatch):
+    import shutil
+
+    from testbed.runlog import RunWriter
+
+    write_round = RunWriter.round
+
+    def removed_before_round_2(writer, record, events):
+        if record["round"] == 2:
+            shutil.rmtree(writer.path)
+        return write_round(writer, record, events)
+
+    monkeypatch.setattr(RunWriter, "round", removed_before_round_2)
+    assert main(["run", str(scenario), "--out", str(tmp_path), "--quiet"]) == 2
+    run = tmp_path / "tiny" / "0"
+    message = (f"{run}: the run folder was removed while the run was writing it (round 2); its tables are lost, "
+               "so run it again")
+    assert one_line(capsys) == f"error: {message}\n"
+    assert sorted(p.name for p in run.iterdir()) == ["summary.json"]
+    assert json.loads((run / "summary.json").read_text())["status"] == f"failed: {message}"
