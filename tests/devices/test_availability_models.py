@@ -86,6 +86,17 @@ def test_batched_markov_sampling_is_the_per_device_path_bit_for_bit(on, off, sta
             assert a.shape == b.shape and np.array_equal(a, b)
 
 
+def test_a_markov_sample_holds_only_rows_starting_before_its_horizon():
+    """Drawn in blocks of 64 cycles, an hour of 300-s cycles would hold ~64 rows a device; those starting at or past
+    the hour are left out, and a day's sample begins with the same rows (the ends past the hour aside)."""
+    model = MarkovOnOff(100, 200)
+    hour, day = model.sample(SEED, 50, HOUR), model.sample(SEED, 50, DAY)
+    for short, long in zip(hour, day):
+        assert len(short) and short[:, 0].max() < HOUR and len(short) < 30
+        common_prefix_matches(short, long, HOUR)
+        assert len(long[long[:, 0] < HOUR]) == len(short)
+
+
 def test_extending_the_horizon_changes_no_answer():
     groups = [(MarkovOnOff(500, 1500), 30)]
     lazy = Availability(groups, SEED, initial_horizon_s=1e3)
