@@ -1,15 +1,19 @@
 """Max-pooling for the models: torch.max_pool2d's exact values, computed faster when evaluating on CPU.
 
-Semantics: max_pool2d(x, k, s) returns exactly torch.max_pool2d(x, k, s). Where no gradient is recorded (evaluation
-under torch.no_grad) and x has at least CHANNELS_LAST_FROM elements, the pool runs on a channels-last copy of x
-and its result is made contiguous again. A max is exact, so the values are the same floats either way.
+Semantics: max_pool2d(x, k, s) returns exactly torch.max_pool2d(x, k, s) (a max is exact; NaN propagates as there).
+Where no gradient is recorded (evaluation under torch.no_grad), on CPU:
+- 2x2 windows with stride 2 (every model's pool but FedLion's): the elementwise maximum of the rows, then of the
+  columns, on strided views; the rows and columns a floor-mode pool leaves out are left out here too;
+- other windows, with at least CHANNELS_LAST_FROM elements: torch's kernel on a channels-last copy, made
+  contiguous again.
+Training (autograd), other devices and torch.func transforms (the batched executor's vmap) call torch.max_pool2d
+itself, so its gradients, and every trained number, are torch's.
 
-Why: torch's CPU kernel for a contiguous (NCHW) tensor is much slower than its channels-last kernel on large inputs
-(measured on 2 cores, torch 2.13, without autograd: cnn_512's first pool over 100 digits 4.9 ms vs 1.4 ms, 2.4-5.4x
-on the models' pools at evaluation batches of 100; evaluating 1,000 digits with cnn_512 took 177 ms, of which
-the first pool alone 49 ms). Training is left on the plain kernel: with autograd the gain is mixed (1.4x on
-cnn_512's first pool at batch 10, 0.7x on VGG's first), and leaving it keeps every trained number as it was.
-Under torch.func transforms (the batched executor's vmap) a layout change is not supported: the plain call runs.
+Why: torch's CPU kernel on a contiguous (NCHW) tensor computes an index per window and loops per channel. Measured on
+2 cores, torch 2.13, cnn_512's first pool over 100 digits: 4.3 ms; 1.4 ms on a channels-last copy; 0.29 ms by
+strided maxima (5-15x on the models' 2x2 pools). With autograd, strided maxima and a backward routing the gradient
+as torch's kernel does (first maximum of each window) gave the same bits but were slower at training's batch sizes
+(0.2-0.9x: a dozen small operations per backward), so training keeps torch's kernel.
 """
 from __future__ import annotations
 
@@ -21,10 +25,16 @@ CHANNELS_LAST_FROM = 100_000  # elements: below this the layout change costs mor
 
 def max_pool2d(x: torch.Tensor, kernel_size: int, stride: int | None = None) -> torch.Tensor:
     stride = kernel_size if stride is None else stride
-    if (x.numel() >= CHANNELS_LAST_FROM and x.dim() == 4 and not torch.is_grad_enabled() and x.device.type == "cpu"
-            and not torch._C._functorch.is_functorch_wrapped_tensor(x)):
-        pooled = torch.max_pool2d(x.contiguous(memory_format=torch.channels_last), kernel_size, stride)
-        return pooled.contiguous()
+    if (torch.is_grad_enabled() or x.dim() != 4 or x.device.type != "cpu"
+            or torch._C._functorch.is_functorch_wrapped_tensor(x)):
+        return torch.max_pool2d(x, kernel_size, stride)
+    if kernel_size == stride == 2 and x.shape[-2] >= 2 and x.shape[-1] >= 2:
+        height, width = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2
+        kept = x[..., :height, :width]
+        rows = torch.maximum(kept[..., 0::2, :], kept[..., 1::2, :])
+        return torch.maximum(rows[..., 0::2], rows[..., 1::2])
+    if x.numel() >= CHANNELS_LAST_FROM:
+        return torch.max_pool2d(x.contiguous(memory_format=torch.channels_last), kernel_size, stride).contiguous()
     return torch.max_pool2d(x, kernel_size, stride)
 
 
