@@ -62,6 +62,13 @@ def run_jobs(jobs: list[Job], workers: int = 1, ray_address: str | None = None,
              on_done: Callable[[Outcome], None] = lambda outcome: None) -> list[Outcome]:
     """Run every job, `workers` at a time in local processes (or all as Ray tasks); calls on_done(outcome) in
     the order they end and returns the outcomes in the jobs' order."""
+    if ray_address is not None or workers > 1:  # a Ray task trains on one thread
+        from testbed.execution.threads import parallel_note
+
+        note = parallel_note([job.scenario.executor for job in jobs],
+                             1 if ray_address is not None else _threads_per_worker(workers))
+        if note:
+            print(note, file=sys.stderr)
     if ray_address is not None:
         outcomes = _on_ray(jobs, ray_address, on_done)
     elif workers <= 1:
@@ -81,13 +88,12 @@ def _set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _in_processes(jobs: list[Job], workers: int, on_done) -> list[Outcome]:
-    from testbed.execution.threads import parallel_note
+def _threads_per_worker(workers: int) -> int:
+    return max(1, (os.cpu_count() or 1) // workers)
 
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    note = parallel_note([job.scenario.executor for job in jobs], threads)
-    if note:
-        print(note, file=sys.stderr)
+
+def _in_processes(jobs: list[Job], workers: int, on_done) -> list[Outcome]:
+    threads = _threads_per_worker(workers)
     # spawn, not fork: a forked child of a process whose torch has started its thread pool can hang
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_set_threads,
                              initargs=(threads,)) as pool:
