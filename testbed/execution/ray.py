@@ -54,17 +54,29 @@ class RayExecutor:
             gpus = 1 if address else 1 / workers
         worker = ray.remote(num_cpus=1, num_gpus=gpus)(_Worker)
         model_ref, data_ref = ray.put(model), ray.put(dataset)
-        self.workers = [worker.remote(model_ref, data_ref, device, threads) for _ in range(workers)]
+        self._start_worker = lambda: worker.remote(model_ref, data_ref, device, threads)
+        self.workers = [self._start_worker() for _ in range(workers)]
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
+        """A worker that dies with its batch (killed, out of memory, its node lost) is replaced by a fresh one that
+        trains the same batch once more: each job carries its own seeds, so the results are the same. A second
+        death in the round stops the run in one line."""
         shares = [share for share in np.array_split(np.arange(len(jobs)), len(self.workers)) if len(share)]
-        futures = [w.train.remote(strategy, [jobs[i] for i in share]) for w, share in zip(self.workers, shares)]
-        try:
-            batches = self.ray.get(futures)
-        except self.ray.exceptions.RayActorError as err:  # a worker died (killed, out of memory, node lost)
-            raise TestbedError(f"executor.kind ray: a worker died in the middle of a round ({type(err).__name__}); "
-                               "the rounds before it are kept, and --resume goes on from the last checkpoint") from None
-        return [result for batch in batches for result in batch]
+        batches = [[jobs[i] for i in share] for share in shares]
+        futures = [w.train.remote(strategy, batch) for w, batch in zip(self.workers, batches)]
+        results = []
+        for slot, (future, batch) in enumerate(zip(futures, batches)):
+            try:
+                results += self.ray.get(future)
+            except self.ray.exceptions.RayActorError:
+                self.workers[slot] = self._start_worker()
+                try:
+                    results += self.ray.get(self.workers[slot].train.remote(strategy, batch))
+                except self.ray.exceptions.RayActorError as err:
+                    raise TestbedError(f"executor.kind ray: a worker died in the middle of a round and so did the one "
+                                       f"that took its batch over ({type(err).__name__}); the rounds before it are "
+                                       "kept, and --resume goes on from the last checkpoint") from None
+        return results
 
     def close(self) -> None:
         for w in getattr(self, "workers", []):

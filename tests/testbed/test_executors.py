@@ -206,8 +206,32 @@ def test_evaluation_in_small_batches_gives_the_whole_batch_numbers():
     assert loss == expected_loss and np.array_equal(correct, np.concatenate(expected_correct))
 
 
-def test_a_ray_worker_killed_mid_round_stops_the_run_in_one_line_with_its_tables_whole(two_devices, tmp_path,
-                                                                                        capsys, monkeypatch):
+def test_a_ray_worker_killed_mid_round_is_replaced_and_the_tables_are_unbroken(two_devices, tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    from testbed.execution.ray import RayExecutor
+
+    two_devices["executor"] = {"kind": "ray", "workers": 2}
+    unbroken = _run(tmp_path, dict(two_devices), two_devices["executor"], "unbroken")
+    train, replaced = RayExecutor.train, []
+
+    def kill_a_worker_in_round_2(self, strategy, jobs):
+        if not (jobs and jobs[0].task.round == 2):
+            return train(self, strategy, jobs)
+        dead = self.workers[0]
+        self.ray.kill(dead)
+        results = train(self, strategy, jobs)
+        replaced.append(self.workers[0] is not dead)
+        return results
+
+    monkeypatch.setattr(RayExecutor, "train", kill_a_worker_in_round_2)
+    killed = _run(tmp_path, dict(two_devices), two_devices["executor"], "killed")
+    assert replaced == [True]
+    for after_a_death, without in zip(killed, unbroken):  # rounds, events: every number, exactly
+        pd.testing.assert_frame_equal(after_a_death, without, check_exact=True)
+
+
+def test_a_ray_worker_dying_twice_in_a_round_stops_the_run_in_one_line_with_its_tables_whole(two_devices, tmp_path,
+                                                                                              capsys, monkeypatch):
     pytest.importorskip("ray")
     import json
 
@@ -215,16 +239,24 @@ def test_a_ray_worker_killed_mid_round_stops_the_run_in_one_line_with_its_tables
 
     train = RayExecutor.train
 
-    def kill_a_worker_in_round_2(self, strategy, jobs):
+    def kill_a_worker_and_its_replacement_in_round_2(self, strategy, jobs):
         if jobs and jobs[0].task.round == 2:
             self.ray.kill(self.workers[0])
+            start = self._start_worker
+
+            def dead_on_arrival():
+                worker = start()
+                self.ray.kill(worker)
+                return worker
+
+            self._start_worker = dead_on_arrival
         return train(self, strategy, jobs)
 
-    monkeypatch.setattr(RayExecutor, "train", kill_a_worker_in_round_2)
+    monkeypatch.setattr(RayExecutor, "train", kill_a_worker_and_its_replacement_in_round_2)
     two_devices["executor"] = {"kind": "ray", "workers": 2}
     assert main(["run", str(write_yaml(tmp_path / "s.yaml", two_devices)), "--out", str(tmp_path), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "executor.kind ray: a worker died in the middle of a round" in err
+    assert err.count("\n") == 1 and "executor.kind ray: a worker died in the middle of a round and so did" in err
     run = tmp_path / "two_devices" / "0"
     assert pd.read_csv(run / "rounds.csv")["round"].tolist() == [1]
     assert json.loads((run / "summary.json").read_text())["status"].startswith("failed: executor.kind ray")
