@@ -151,22 +151,19 @@ class RunWriter:
     def close(self, status: str = "completed") -> dict:
         for handle, _ in self._tables.values():
             handle.close()
+        summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
+                   "algorithm": self.scenario.algorithm.name, "status": status}
         if self.lost:  # a new folder holding only what happened, so that a sweep's index and --resume see it
             self.path.mkdir(parents=True, exist_ok=True)
-            summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
-                       "algorithm": self.scenario.algorithm.name, "status": status}
-            ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
-            return summary
-        rounds = pd.read_csv(self.path / "rounds.csv")
-        target = self.scenario.stop.target_accuracy
-        summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
-                   "algorithm": self.scenario.algorithm.name, "status": status,
-                   "target_accuracy": target, "non_iid_degree": self.non_iid_degree, **self.server_data,
-                   **self.facts, **summarize(rounds, [target] if target else [])}
-        summary |= degenerate_rounds(rounds, self.scenario)
-        if "energy_J" in rounds:  # the sum of every phase's joules, read exactly as written (float(), not pandas 2's
-            with open(self.path / "events.csv", newline="") as f:  # parser, which may be an ulp off)
-                summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f))
+        else:
+            rounds = pd.read_csv(self.path / "rounds.csv")
+            target = self.scenario.stop.target_accuracy
+            summary |= {"target_accuracy": target, "non_iid_degree": self.non_iid_degree, **self.server_data,
+                        **self.facts, **summarize(rounds, [target] if target else [])}
+            summary |= degenerate_rounds(rounds, self.scenario)
+            if "energy_J" in rounds:  # the sum of every phase's joules, read exactly as written (float(), not
+                with open(self.path / "events.csv", newline="") as f:  # pandas 2's parser, which may be an ulp off)
+                    summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f))
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary
 
