@@ -76,8 +76,7 @@ class Engine:
         clients = self.exp.clients
         if clients.local_test_x is not None:
             correct, _ = score(model, params, clients.local_test_x, clients.local_test_y)
-            personal = getattr(self.exp.strategy, "personal_models", None)
-            for d, own in (personal(state) if personal else {}).items():
+            for d, own in self.exp.strategy.personal_models(state).items():
                 rows = torch.from_numpy(np.flatnonzero(clients.local_test_owner == d))
                 if len(rows):
                     correct[rows.numpy()] = score(model, own, clients.local_test_x[rows], clients.local_test_y[rows])[0]
@@ -174,8 +173,7 @@ class Engine:
     def deliver(self, state, codecs) -> dict:
         """The model as each downlink codec delivers it to a device: what the strategy broadcasts (the model;
         FedAdam adds its moments), encoded and decoded."""
-        broadcast = getattr(self.exp.strategy, "broadcast", None)
-        sent = broadcast(state) if broadcast else state.params
+        sent = self.exp.strategy.broadcast(state)
         return {codec: transmit(codec, sent, self.shapes) for codec in codecs}
 
     def train(self, work: list[tuple[Task, Timeline, Params]]) -> list[Arrival]:

@@ -1,18 +1,8 @@
 """What every algorithm speaks: tasks out, arrivals and failures back, explicit server state.
 
-A Strategy is a frozen dataclass of hyper-parameters (its repr is its config, and it pickles for Ray), after
-Flower's configure/aggregate with explicit failures:
-    init(params) -> ServerState
-    configure(state, ctx, rng) -> list[Task]              # who trains, on what terms (the server sees the fleet)
-    client                                                # the local optimizer: schedule and pure update rule
-    objective(loss_fn) -> (params, anchor, x, y, extras) -> (loss, aux)   # what a device minimises
-    finish(task, trained, received, stats, opt_state) -> Result       # what a device sends back, and keeps
-    aggregate(state, round, arrivals, failures) -> (ServerState, metrics)
-    optional hooks:
-    broadcast(state) -> tensors              # what the server sends (default: the model; FedAdam adds its moments)
-    start(task, received) -> (params, opt_state)   # on the device: what it trains from, with what it kept
-                                             # (default: the model as received, a fresh optimizer)
-    personal_models(state) -> {device: params}     # devices' own models, evaluated on their own test data
+A Strategy (the class below: every hook with its default) is a frozen dataclass of hyper-parameters, after
+Flower's configure/aggregate with explicit failures: configure(state, ctx, rng) -> tasks; on each device start ->
+the local optimizer (`client`) on objective -> finish -> Result; aggregate(state, round, arrivals, failures).
 Executors own the training loops (testbed/local.py), so a strategy is written once for all of them.
 Per-device state (importance scores, bandit agents, personal models) lives in ServerState.clients, keyed by
 device id: the server's copy of what each device keeps. What a device keeps between rounds never travels, so it
@@ -20,14 +10,21 @@ costs no bytes; what it uploads goes through its codec.
 """
 from __future__ import annotations
 
+import inspect
+from abc import ABC, abstractmethod
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 import torch
 
 from testbed.payload import Dense, UnitMasked
+
+if TYPE_CHECKING:  # what a Build holds; imported for the annotations only, so the interface loads light
+    from testbed.data.server import SharedData
+    from testbed.local import LocalSGD
+    from testbed.submodel import SubmodelCosts
 
 Params = dict[str, torch.Tensor]
 LossFn = Callable[[Params, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # -> (loss, accuracy)
@@ -117,16 +114,107 @@ class Failure:
     reason: str              # dropped | late | surplus
 
 
-class Strategy(Protocol):
-    client: Any  # the local optimizer, e.g. testbed.local.LocalSGD
+@dataclass(frozen=True)
+class Build:
+    """What a strategy is built from: the scenario's pieces that are not the algorithm's own options."""
 
-    def init(self, params: Params) -> ServerState: ...
-    def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]: ...
-    def objective(self, loss_fn: LossFn) -> Callable[..., torch.Tensor]: ...
-    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
-               opt_state: Params) -> Result: ...
+    client: LocalSGD             # the local optimizer of the scenario's `client:` section
+    down: Dense                  # the downlink and uplink codecs of its `codec:` section
+    up: Dense
+    rounds: int                  # stop.max_rounds
+    clients_per_round: int       # K: the updates an aggregation waits for
+    fleet_size: int
+    costs: SubmodelCosts         # the model's prunable units and submodel FLOPs
+    shared: SharedData | None = None   # the server's own data (data.server)
+    initial_accuracy: Callable[[], np.ndarray] | None = None  # each device's accuracy of the initial model on its
+                                                              # training data (P-UCBV's a_k^{-1}), measured on demand
+
+    @property
+    def xi(self) -> float:
+        from testbed.algorithms.ratios import xi_for
+
+        return xi_for(self.rounds, self.clients_per_round)
+
+    @property
+    def schedule(self) -> dict:
+        """The client section's learning rate and minibatch schedule, for a local optimizer other than SGD."""
+        from testbed.local import LocalSchedule
+
+        return {f: getattr(self.client, f) for f in LocalSchedule.__dataclass_fields__}
+
+
+class Strategy(ABC):
+    """An algorithm: its server side and what its devices do. Subclass it as a frozen dataclass of hyper-parameters
+    (its repr is its config, and it pickles for Ray), override `aggregate` and whichever hooks differ from the
+    defaults below, which make plain FedAvg-style training: uniform selection, the model down, SGD on the
+    cross-entropy, the model delta up. Executors own the training loops (testbed/local.py), so a strategy is
+    written once for all of them. The defaults of configure and create use the fields `client`, `down` and `up`.
+
+    Class attributes say what the algorithm needs of a scenario (checked when it is validated):
+    ASYNC: the asynchronous rules it runs under (protocol.kind: async): "buffered" (FedBuff: staleness-weighted
+    updates through aggregate) and "mixing" (FedAsync's x <- (1 - a) x + a x_new, for a server that adds the update
+    as it is); empty: it needs a round's participants together and runs synchronously only.
+    NEEDS_LOCAL_STEPS: it counts its local steps (client.local_steps must be set).
+    NEEDS_SERVER_DATA: it trains on the server's own data (data.server must be set; Build.shared holds it).
+    """
+
+    ASYNC: ClassVar[frozenset[str]] = frozenset()
+    NEEDS_LOCAL_STEPS: ClassVar[bool] = False
+    NEEDS_SERVER_DATA: ClassVar[bool] = False
+
+    @classmethod
+    def create(cls, build: Build, **options) -> Strategy:
+        """The strategy of a run whose scenario names this class (algorithm.options are the keyword `options`).
+        Default: the constructor, given `client`, `down` and `up` from the build where it takes them."""
+        takes = inspect.signature(cls).parameters
+        pieces = {"client": build.client, "down": build.down, "up": build.up}
+        return cls(**{k: v for k, v in pieces.items() if k in takes and k not in options}, **options)
+
+    # ---- the server ----------------------------------------------------------------------------------------
+    def init(self, params: Params) -> ServerState:
+        """The server's state before round 1, from the initial model."""
+        return ServerState(params)
+
+    def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
+        """Who trains this round, on what terms: ctx.n_select devices drawn uniformly among ctx.online with the
+        selection stream `rng`, each training as the `client` section says, with the `down` and `up` codecs."""
+        return [task_for(d, ctx, self.client, self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
+
+    def broadcast(self, state: ServerState) -> Params:
+        """What the server sends each device, before its downlink codec: the model (FedAdam-SSM adds moments)."""
+        return state.params
+
+    @abstractmethod
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
-                  failures: list[Failure]) -> tuple[ServerState, dict[str, float]]: ...
+                  failures: list[Failure]) -> tuple[ServerState, dict[str, float]]:
+        """The next state from the updates that arrived (as the server decoded them) and the devices that failed
+        (dropped, late or surplus); and the round's metrics (train_loss, server_flops: the server's own work)."""
+
+    def personal_models(self, state: ServerState) -> dict[int, Params]:
+        """Devices' own models, evaluated on their own test data instead of the global one (FedLPS's sparse
+        models); none by default."""
+        return {}
+
+    # ---- a device ------------------------------------------------------------------------------------------
+    def start(self, task: Task, received: Params) -> tuple[Params, Params | None]:
+        """What the device trains from, and its optimizer's starting state (None: fresh), given what it received
+        and what it kept (task.local: FedLPS's scores, FAdamGT's moments). Default: the model as received."""
+        return received, None
+
+    def objective(self, loss_fn: LossFn) -> Callable[..., tuple[torch.Tensor, dict]]:
+        """What a device minimises: (params, anchor, x, y, extras) -> (loss, metrics of the batch), where anchor
+        is the model received and extras the task's. Default: the cross-entropy of loss_fn."""
+
+        def objective(params, anchor, x, y, extras):
+            loss, accuracy = loss_fn(params, x, y)
+            return loss, {"accuracy": accuracy}
+
+        return objective
+
+    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
+               opt_state: Params) -> Result:
+        """What the device sends back (before its uplink codec) and keeps. Default: the model delta, no state."""
+        return Result({n: trained[n] - received[n] for n in received}, stats)
 
 
 def task_for(device: int, ctx: RoundContext, client: Any, down, up, **terms) -> Task:

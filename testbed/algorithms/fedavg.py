@@ -19,8 +19,7 @@ import numpy as np
 import torch
 
 from testbed import rules
-from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, task_for, weighted_mean)
+from testbed.algorithms.base import Arrival, Failure, LossFn, Params, ServerState, Strategy, weighted_mean
 from testbed.local import LocalSGD
 from testbed.payload import Dense
 
@@ -86,7 +85,7 @@ class ServerAdagrad(_ServerAdaptive):
 
 
 @dataclass(frozen=True)
-class FedAvg:
+class FedAvg(Strategy):
     client: LocalSGD
     server: ServerSGD | _ServerAdaptive = field(default_factory=ServerSGD)
     proximal_mu: float = 0.0
@@ -95,9 +94,6 @@ class FedAvg:
 
     def init(self, params: Params) -> ServerState:
         return ServerState(params, self.server.init(params))
-
-    def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
-        return [task_for(d, ctx, self.client, self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
 
     def objective(self, loss_fn: LossFn):
         mu = self.proximal_mu
@@ -109,10 +105,6 @@ class FedAvg:
             return loss, {"accuracy": accuracy}
 
         return objective
-
-    def finish(self, task: Task, trained: Params, received: Params, stats: dict[str, float],
-               opt_state: Params) -> Result:  # FedAvg keeps no client state
-        return Result({n: trained[n] - received[n] for n in received}, stats)
 
     def aggregate(self, state: ServerState, round: int, arrivals: list[Arrival],
                   failures: list[Failure]) -> tuple[ServerState, dict[str, float]]:

@@ -37,8 +37,8 @@ import numpy as np
 import torch
 
 from testbed.algorithms import fedap
-from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, task_for, weighted_mean)
+from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Strategy,
+                                     Task, select_uniform, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.server_side import estimated_rate, server_accuracy, server_sgd, squared_gradients
 from testbed.data.partition import js_divergence
@@ -52,7 +52,7 @@ SERVER_SGD = 0  # the purpose of the server's stream for its SGD (server_side.LA
 
 
 @dataclass(frozen=True)
-class FedDUMAP:
+class FedDUMAP(Strategy):
     client: LocalSGD
     costs: SubmodelCosts = field(compare=False, repr=False)
     shared: SharedData = field(compare=False, repr=False)

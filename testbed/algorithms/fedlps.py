@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     task_for, weighted_mean)
+from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Strategy,
+                                     Task, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric, proximal_drift
 from testbed.algorithms.ratios import PUCBV, RatioPolicy, observe_arrivals, select_with_ratios
 from testbed.local import LocalSGD
@@ -58,7 +58,7 @@ def _rows(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FedLPS:
+class FedLPS(Strategy):
     client: LocalSGD
     costs: SubmodelCosts = field(compare=False, repr=False)
     ratios: RatioPolicy = field(default_factory=PUCBV)

@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, task_for, weighted_mean)
+from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Strategy,
+                                     Task, select_uniform, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.payload import Dense
 
@@ -27,7 +27,7 @@ def split_parts(tensors: Params) -> tuple[Params, Params]:
 
 
 @dataclass(frozen=True)
-class MomentAveraging:
+class MomentAveraging(Strategy):
     client: Any                # a local optimizer whose state is the parts below (LocalAdam, LocalLion, LocalSGD)
     up: Any                    # the uplink codec, with parts ("",) + PARTS
     down_dtype: str = "float32"   # the downlink: the model and every part, dense

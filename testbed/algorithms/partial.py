@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     holder_mean, task_for)
+from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Strategy,
+                                     Task, holder_mean, task_for)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.ratios import CapabilityRatio, RatioPolicy, observe_arrivals, select_with_ratios
 from testbed.local import LocalSGD
@@ -38,7 +38,7 @@ from testbed.submodel import SubmodelCosts, entry_masks, unit_masks
 
 
 @dataclass(frozen=True)
-class PartialModel:
+class PartialModel(Strategy):
     client: LocalSGD
     costs: SubmodelCosts = field(compare=False, repr=False)
     pattern: str = "ordered"         # ordered | rolling | random | magnitude (testbed/submodel.py)

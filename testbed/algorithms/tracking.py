@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, task_for, weighted_mean)
+from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Strategy,
+                                     Task, select_uniform, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.moments import MomentAveraging, split_parts
 from testbed.payload import Dense, transmit
@@ -34,7 +34,7 @@ MODES = ("gt", "et", "scaffold", "none")
 
 
 @dataclass(frozen=True)
-class Tracking:
+class Tracking(Strategy):
     client: Any                  # LocalAdam(bias_correction=False, amsgrad=True) for the Adam modes, LocalSGD for SCAFFOLD
     mode: str = "gt"             # gt | et | scaffold | none (LocalAdam)
     track_fraction: float = 0.5  # |Y| / |S| (the paper: 5 of 10; SCAFFOLD: all)

@@ -34,8 +34,7 @@ class TrainJob:
 def starting_point(strategy: Strategy, job: TrainJob) -> tuple[Params, Params | None]:
     """What the device trains from, and its optimizer's starting state: the strategy's start(task, received),
     which folds in what the device kept (FedLPS's scores, FAdamGT's moments), or the model as received."""
-    start = getattr(strategy, "start", None)
-    return start(job.task, job.params) if start else (job.params, None)
+    return strategy.start(job.task, job.params)
 
 
 def make_loss_fn(model: torch.nn.Module) -> LossFn:

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Callable
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+
+from testbed import plugins
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
 Capability = Annotated[float, Field(gt=0, le=1)]
@@ -37,6 +39,17 @@ def registered(kind: str, registry) -> type[str]:
         return name
 
     return Annotated[str, AfterValidator(check)]
+
+
+def pluggable(kind: str, registry, check: Callable[[Any, str], None]) -> type[str]:
+    """A built-in's name in `registry`, a short name an installed package registers, or user code named
+    'package.module:attribute' (testbed/plugins.py); check(found, name) refuses what is not of this kind."""
+
+    def valid(name: str) -> str:
+        check(plugins.resolve(kind, registry, name), name)
+        return name
+
+    return Annotated[str, AfterValidator(valid)]
 
 
 def relative_to_scenario(path: Path, info: ValidationInfo) -> Path:

@@ -1,0 +1,113 @@
+"""A validated scenario to live objects: dataset, partition, model, fleet, strategy and executor, each from
+its own random stream spawned from the scenario's seed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+import devices
+from testbed.data import PARTITIONERS, Dataset
+from testbed.data.clients import ClientData, assign
+from testbed.data.partition import label_histograms
+from testbed.data.server import SharedData, carve, share_with_devices
+from testbed.errors import TestbedError
+from testbed.execution import EXECUTORS
+from testbed.local import LocalSGD
+from testbed.payload import CODECS
+from testbed.schema.algorithms import Build
+from testbed.schema.scenario import Scenario
+from testbed.submodel import SubmodelCosts
+
+
+class Purpose:
+    """Independent random streams, one per purpose, spawned from the scenario seed."""
+
+    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION, CLIENT_SPLIT, EVALUATION, STRATEGY, SERVER_DATA = range(9)
+
+
+def stream(seed: int, *key: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(seed, spawn_key=key)
+
+
+@dataclass
+class Experiment:
+    scenario: Scenario
+    dataset: Dataset
+    clients: ClientData
+    model: torch.nn.Module
+    fleet: Any
+    strategy: Any
+    executor: Any
+    shared: SharedData | None = None   # the server's own data (data.server)
+
+
+def build(scenario: Scenario) -> Experiment:
+    seed = scenario.seed
+    dataset = scenario.data.load()
+    fleet = devices.Fleet.build(scenario.fleet.specs(), stream(seed, Purpose.FLEET))
+    labels = dataset.train_y.numpy()
+    server, pool = _server_data(scenario, labels, dataset.num_classes)
+    partition = scenario.data.partition
+    params = partition.model_dump(exclude={"kind"})
+    if partition.kind == "natural":
+        if dataset.train_clients is None:
+            raise TestbedError(f"data.partition: dataset '{dataset.name}' has no natural clients; "
+                               "use iid, dirichlet or shards")
+        params["clients"] = dataset.train_clients[pool]
+    try:
+        parts = PARTITIONERS[partition.kind](labels[pool], fleet.n,
+                                             np.random.default_rng(stream(seed, Purpose.PARTITION)),
+                                             min_samples=scenario.data.min_samples_per_client, **params)
+    except ValueError as err:
+        raise TestbedError(f"data.partition: {err}") from None
+    parts = [pool[p] for p in parts]  # back to indices of the training set
+    split = scenario.data.client_split
+    clients = assign(dataset, parts, np.random.default_rng(stream(seed, Purpose.CLIENT_SPLIT)),
+                     split.validation_fraction, split.test_fraction, natural=partition.kind == "natural")
+    shared = None if server is None else SharedData(
+        dataset.train_x[torch.from_numpy(server)], dataset.train_y[torch.from_numpy(server)],
+        np.bincount(labels[server], minlength=dataset.num_classes),
+        label_histograms(labels, clients.train, dataset.num_classes), seed, dataset.train_x, dataset.train_y,
+        tuple(clients.train))
+    share_fraction = scenario.algorithm.server_share()  # Data-sharing: devices get server samples
+    if share_fraction is not None:
+        count = round(share_fraction * int(clients.num_samples.sum()))
+        clients = replace(clients, train=share_with_devices(
+            clients.train, server, count, np.random.default_rng(stream(seed, Purpose.SERVER_DATA, 1))))
+    torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
+    model = scenario.model.make(dataset.sample_shape, dataset.num_classes)
+    client = LocalSGD(**scenario.client.model_dump())
+    strategy = scenario.algorithm.strategy(Build(
+        client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
+        scenario.updates_per_aggregation, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
+        lambda: initial_accuracy(model, dataset, clients)))
+    # threads are the runner's to set (the whole run); a Ray executor passes them on to its workers
+    options = scenario.executor.model_dump(exclude={"kind"} if scenario.executor.kind == "ray" else {"kind", "threads"})
+    executor = EXECUTORS[scenario.executor.kind](model, dataset, **options)
+    return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, shared)
+
+
+def _server_data(scenario: Scenario, labels: np.ndarray, num_classes: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """The server's indices (None without data.server) and the pool of indices left for the devices."""
+    wanted = scenario.data.server
+    if wanted is None:
+        return None, np.arange(len(labels))
+    try:
+        return carve(labels, num_classes, wanted.fraction, wanted.classes,
+                     np.random.default_rng(stream(scenario.seed, Purpose.SERVER_DATA)))
+    except ValueError as err:
+        raise TestbedError(f"data.server.{err}") from None
+
+
+def initial_accuracy(model: torch.nn.Module, dataset: Dataset, clients: ClientData) -> np.ndarray:
+    """(n,) each device's accuracy of the initial model on its own training data (P-UCBV's a_k^{-1}): one forward
+    pass over the training set before round 1, at no simulated cost (the paper charges nothing for it either)."""
+    from testbed.execution import score
+
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    correct, _ = score(model, params, dataset.train_x, dataset.train_y)
+    return np.array([correct[idx].mean() if len(idx) else 0.0 for idx in clients.train])
+

@@ -1,0 +1,98 @@
+"""An algorithm of the user's: `algorithm: {name: "my_algos:FedNova", options: {...}}`, or a short name that an
+installed package registers (testbed/plugins.py). The name must lead to a subclass of testbed's Strategy
+(testbed/algorithms/base.py) that defines aggregate and keeps the hooks' signatures; `options` are the keyword
+arguments of its `create` (by default its constructor, less the `client`, `down` and `up` the run fills in)."""
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Any
+
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
+
+from testbed import plugins
+from testbed.algorithms.base import Build, Strategy
+from testbed.errors import TestbedError
+from testbed.schema.algorithms.config import AlgorithmConfig
+
+FILLED_BY_THE_RUN = ("client", "down", "up")
+
+
+class PluginAlgorithm(AlgorithmConfig):
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _names_a_strategy(cls, name: str) -> str:
+        from testbed.schema.algorithms import BUILTIN
+
+        plugins.check_subclass(plugins.resolve("algorithm", BUILTIN, name), Strategy, name)
+        return name
+
+    @model_validator(mode="after")
+    def _takes_these_options(self):
+        takes = self._options_taken()
+        if takes is None:  # create(build, **options): the strategy checks them itself
+            return self
+        unknown = sorted(set(self.options) - set(takes))
+        if unknown:
+            raise ValueError(f"algorithm.options: {', '.join(unknown)} is not an option of '{self.name}' "
+                             f"(it takes: {', '.join(takes) or 'none'})")
+        missing = [n for n, p in takes.items() if p.default is inspect.Parameter.empty and n not in self.options]
+        if missing:
+            raise ValueError(f"algorithm.options: '{self.name}' needs {', '.join(missing)}; add them to "
+                             "algorithm.options")
+        types = self._option_types()
+        for option, value in self.options.items():
+            if option in types:
+                try:
+                    TypeAdapter(types[option]).validate_python(value)
+                except ValidationError as err:
+                    raise ValueError(f"algorithm.options.{option}: {err.errors()[0]['msg']} (got {value!r})") from None
+        return self
+
+    def _class(self) -> type[Strategy]:
+        from testbed.schema.algorithms import BUILTIN
+
+        return plugins.resolve("algorithm", BUILTIN, self.name)
+
+    def _options_taken(self) -> dict[str, inspect.Parameter] | None:
+        """The options the strategy's create takes by name (None: any, through **options)."""
+        cls = self._class()
+        default = cls.create.__func__ is Strategy.create.__func__
+        parameters = inspect.signature(cls if default else cls.create).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()) and not default:
+            return None
+        skip = set(FILLED_BY_THE_RUN) if default else {next(iter(parameters), None)}  # create's build argument
+        return {n: p for n, p in parameters.items() if n not in skip
+                and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+
+    def _option_types(self) -> dict[str, Any]:
+        """The options' annotated types, where they resolve (a dataclass's fields, create's parameters)."""
+        cls = self._class()
+        default = cls.create.__func__ is Strategy.create.__func__
+        try:
+            return typing.get_type_hints(cls if default else cls.create)
+        except Exception:  # noqa: BLE001 - an annotation that does not resolve is not checked
+            return {}
+
+    def asynchronous(self) -> frozenset[str]:
+        return frozenset(self._class().ASYNC)
+
+    def needs_local_steps(self) -> bool:
+        return self._class().NEEDS_LOCAL_STEPS
+
+    def needs_server_data(self) -> bool:
+        return self._class().NEEDS_SERVER_DATA
+
+    def strategy(self, b: Build) -> Strategy:
+        try:
+            made = self._class().create(b, **self.options)
+        except (TypeError, ValueError) as err:
+            raise TestbedError(f"algorithm.options: '{self.name}' refused its options ({type(err).__name__}: "
+                               f"{' '.join(str(err).split())}); fix them") from None
+        if not isinstance(made, Strategy):
+            raise TestbedError(f"algorithm.name: '{self.name}'.create returned {type(made).__name__}, not a "
+                               "Strategy; return the strategy (testbed/algorithms/base.py)")
+        return made

@@ -1,0 +1,166 @@
+"""Submodel methods (FedLPS, FLST, RCR; HeteroFL, FjORD, FedRolex, eFD, FedMP) and their sparse-ratio policies."""
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal, Union
+
+import torch
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+
+from testbed.algorithms import EUCB, PUCBV, CapabilityRatio, FedLPS, FixedRatio, LevelsUpToCapability, PartialModel
+from testbed.algorithms.base import Build
+from testbed.schema.algorithms.config import AlgorithmConfig
+from testbed.errors import TestbedError
+from testbed.schema.common import Capability, Fraction, Strict
+
+
+# ---- sparse-ratio policies -------------------------------------------------------------------------------
+class _IntervalBandit(Strict):
+    """Interval bandits over [low, high] (testbed/algorithms/bandits.py)."""
+
+    low: Capability
+    high: Capability = 1.0
+    partitions: PositiveInt
+    rho: PositiveFloat = 0.5
+    xi: PositiveFloat | None = None          # R / (K eps); default: stop.max_rounds / round.clients_per_round
+    epsilon_greedy: bool = True
+    cap: bool
+    # L of eq. 17: "paper" log(xi psi eps), which is negative from about a device's third pick (mean-greedy, as
+    # the authors' code), or "ucbv" log(m + 1), UCB-V's schedule, which keeps an exploration bonus
+    exploration: Literal["paper", "ucbv"] = "paper"
+
+    def policy(self, b: Build):
+        return self.POLICY(**self.model_dump(exclude={"kind", "xi"}), xi=self.xi or b.xi)
+
+
+class PUCBVRatio(_IntervalBandit):
+    """FedLPS's P-UCBV bandit, one agent per device (defaults: specs/fedlps.md sec. 6)."""
+
+    POLICY: ClassVar[type] = PUCBV
+    kind: Literal["pucbv"]
+    low: Capability = 0.5
+    partitions: PositiveInt = 5
+    delta: float = -0.05
+    alpha: NonNegativeFloat = 1.0
+    accuracy_scale: PositiveFloat = 1.0
+    # a_k^{-1}: "measured", the initial global model's accuracy on the device's training data (the paper), or a
+    # number for every device (the authors' code: 0)
+    initial_accuracy: Fraction | Literal["measured"] = "measured"
+    cap: bool = True
+
+    def policy(self, b: Build):
+        measured = self.initial_accuracy == "measured"
+        return PUCBV(**self.model_dump(exclude={"kind", "xi", "initial_accuracy"}), xi=self.xi or b.xi,
+                     initial_accuracy=0.0 if measured else self.initial_accuracy,
+                     measured_initial_accuracy=b.initial_accuracy() if measured else None)
+
+
+class EUCBRatio(_IntervalBandit):
+    """FedMP's E-UCB bandit."""
+
+    POLICY: ClassVar[type] = EUCB
+    kind: Literal["eucb"]
+    low: Capability = 0.2
+    partitions: PositiveInt = 1
+    cap: bool = False
+
+
+class FixedRatioConfig(Strict):
+    kind: Literal["fixed"]
+    ratio: Capability = 0.5
+    cap: bool = False                        # min(z_k, ratio)
+
+    def policy(self, b: Build):
+        return FixedRatio(self.ratio, self.cap)
+
+
+class CapabilityRatioConfig(Strict):
+    """s = z_k, the device's capability tier this round."""
+
+    kind: Literal["capability"]
+
+    def policy(self, b: Build):
+        return CapabilityRatio()
+
+
+class LevelsRatio(Strict):
+    """s uniform among the width levels <= z_k (FjORD)."""
+
+    kind: Literal["levels"]
+    levels: list[Capability] = Field(default_factory=lambda: list(LevelsUpToCapability.levels), min_length=1)
+
+    def policy(self, b: Build):
+        return LevelsUpToCapability(tuple(self.levels))
+
+
+Ratio = Annotated[Union[PUCBVRatio, EUCBRatio, FixedRatioConfig, CapabilityRatioConfig, LevelsRatio],
+                  Field(discriminator="kind")]
+
+
+# ---- submodel methods -----------------------------------------------------------------------------------
+class FedLPSConfig(AlgorithmConfig):
+    """FedLPS: learnable unit patterns at a per-device ratio (P-UCBV by default)."""
+
+    name: Literal["fedlps"]
+    ratio: Ratio = PUCBVRatio(kind="pucbv")
+    mu: NonNegativeFloat = 1.0               # proximal weight (paper 1; the authors' code 0)
+    lam: NonNegativeFloat = 1.0              # importance-regularizer weight
+    code_faithful: bool = False              # the authors' code: no task gradient to the scores, no L_pr, fresh scores
+
+    def strategy(self, b: Build):
+        return FedLPS(b.client, b.costs, self.ratio.policy(b), self.mu, self.lam, self.code_faithful, b.down,
+                      b.up.dtype)
+
+
+class FLSTConfig(FedLPSConfig):
+    """FedLPS's ablation: learnable patterns at a fixed ratio 0.5."""
+
+    name: Literal["flst"]
+    ratio: Ratio = FixedRatioConfig(kind="fixed", ratio=0.5)
+
+
+class RCRConfig(FedLPSConfig):
+    """FedLPS's ablation: learnable patterns at ratio = capability."""
+
+    name: Literal["rcr"]
+    ratio: Ratio = CapabilityRatioConfig(kind="capability")
+
+
+class PartialConfig(AlgorithmConfig):
+    """A structurally shrunk submodel per device: any unit pattern with any ratio policy."""
+
+    name: Literal["partial"]
+    pattern: Literal["ordered", "rolling", "random", "magnitude"] = "ordered"
+    ratio: Ratio = CapabilityRatioConfig(kind="capability")
+
+    def strategy(self, b: Build):
+        if any(isinstance(m, torch.nn.RNNBase) for m in b.costs.model.modules()):
+            raise TestbedError(f"algorithm.name: {self.name} trains structurally shrunk submodels, which need a "
+                               "feed-forward model; use fedlps (masks rows of recurrent layers too) or a conv/linear model")
+        return PartialModel(b.client, b.costs, self.pattern, self.ratio.policy(b), b.up.dtype)
+
+
+class HeteroFLConfig(PartialConfig):
+    name: Literal["heterofl"]
+    pattern: Literal["ordered"] = "ordered"
+
+
+class FjORDConfig(PartialConfig):
+    name: Literal["fjord"]
+    pattern: Literal["ordered"] = "ordered"
+    ratio: Ratio = LevelsRatio(kind="levels")
+
+
+class FedRolexConfig(PartialConfig):
+    name: Literal["fedrolex"]
+    pattern: Literal["rolling"] = "rolling"
+
+
+class EFDConfig(PartialConfig):
+    name: Literal["efd"]
+    pattern: Literal["random"] = "random"
+
+
+class FedMPConfig(PartialConfig):
+    name: Literal["fedmp"]
+    pattern: Literal["magnitude"] = "magnitude"
+    ratio: Ratio = EUCBRatio(kind="eucb")

@@ -1,0 +1,165 @@
+"""The data, model and training sections of the scenario: what each device learns, from what, and how."""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationInfo, field_validator,
+                      model_validator)
+
+from testbed.data import DATASETS, Dataset
+from testbed.errors import TestbedError
+from testbed.models import MODELS
+from testbed.payload import CODECS
+from testbed import plugins
+from testbed.schema.common import Fraction, Strict, pluggable, registered, relative_to_scenario
+
+
+class IID(Strict):
+    kind: Literal["iid"] = "iid"
+
+
+class Dirichlet(Strict):
+    kind: Literal["dirichlet"]
+    alpha: PositiveFloat
+
+
+class Shards(Strict):
+    kind: Literal["shards"]
+    classes_per_client: PositiveInt
+
+
+class Natural(Strict):
+    """The dataset's own clients: writers, speaking roles, users."""
+
+    kind: Literal["natural"]
+
+
+Partition = Annotated[Union[IID, Dirichlet, Shards, Natural], Field(discriminator="kind")]
+
+
+class ClientSplit(Strict):
+    """Held out of each device's own samples, for personalized evaluation."""
+
+    validation_fraction: Fraction = 0.0
+    test_fraction: Fraction = 0.0
+
+    @model_validator(mode="after")
+    def _leaves_training_data(self):
+        if self.validation_fraction + self.test_fraction >= 1:
+            raise ValueError("validation_fraction + test_fraction must stay below 1: devices need training data")
+        return self
+
+
+class ServerData(Strict):
+    """A labelled dataset on the server, carved from the training pool before the devices are partitioned
+    (FedDUMAP, Data-sharing, Hybrid-FL): `fraction` of the device data, in equal counts over `classes` random
+    classes (the paper's default: 5 of 10, non-IID degree 0.31)."""
+
+    fraction: Annotated[float, Field(gt=0, le=1)] = 0.1
+    classes: PositiveInt = 5
+
+
+def _dataset_loader(found, name: str) -> None:
+    plugins.check_callable(found, name, None, "a dataset loader")
+
+
+def _model_factory(found, name: str) -> None:
+    plugins.check_callable(found, name, ("sample_shape", "num_classes", "width"), "a model factory")
+
+
+class Data(Strict):
+    name: pluggable("dataset", DATASETS, _dataset_loader)   # a bundled or on-disk dataset, or a loader of yours
+    root: Path | None = None                        # folder of an on-disk dataset, relative to the scenario
+    options: dict[str, Any] = Field(default_factory=dict)   # the loader's keyword options, e.g. split: letters
+    partition: Partition = IID()
+    min_samples_per_client: PositiveInt = 1
+    client_split: ClientSplit = ClientSplit()
+    server: ServerData | None = None
+
+    @field_validator("root")
+    @classmethod
+    def _folder_exists(cls, root: Path | None, info: ValidationInfo) -> Path | None:
+        if root is None:
+            return None
+        resolved = relative_to_scenario(root, info)
+        if not resolved.is_dir():
+            raise ValueError(f"no folder at {resolved}; give the folder that holds the dataset's files, "
+                             "relative to the scenario file")
+        return resolved
+
+    @model_validator(mode="after")
+    def _loader_takes_these(self):
+        parameters = inspect.signature(self.loader()).parameters
+        root = parameters.get("root")
+        if self.root is None and root is not None and root.default is inspect.Parameter.empty:
+            raise ValueError(f"dataset '{self.name}' is read from disk; set data.root to the folder of its files")
+        if self.root is not None and root is None:
+            raise ValueError(f"dataset '{self.name}' ships with the testbed; remove data.root")
+        unknown = sorted(set(self.options) - set(parameters) - {"root"})
+        if unknown:
+            takes = ", ".join(p for p in parameters if p != "root") or "none"
+            raise ValueError(f"data.options: {', '.join(unknown)} is not an option of dataset '{self.name}' "
+                             f"(it takes: {takes})")
+        return self
+
+    def loader(self):
+        return plugins.resolve("dataset", DATASETS, self.name)
+
+    def load(self) -> Dataset:
+        where = {"root": self.root} if self.root is not None else {}
+        try:
+            dataset = self.loader()(**where, **self.options)
+        except (OSError, ValueError) as err:  # a file problem names its path; anything else is an option's value
+            about_files = isinstance(err, OSError) or (self.root is not None and str(self.root) in str(err))
+            raise TestbedError(f"data.{'root' if about_files else 'options'}: {err}") from None
+        except Exception as err:  # noqa: BLE001 - only a user's loader gets here: their bug, in one line
+            raise TestbedError(f"data.name: '{self.name}' raised {type(err).__name__}: {' '.join(str(err).split())}; "
+                               "fix the loader") from None
+        if not isinstance(dataset, Dataset):
+            raise TestbedError(f"data.name: '{self.name}' returned {type(dataset).__name__}, not a Dataset; return "
+                               "testbed.data.Dataset (docs/extending.md)")
+        problems = dataset.problems()
+        if problems:
+            raise TestbedError(f"data.name: '{self.name}' returned a dataset that cannot train: {problems[0]}")
+        return dataset
+
+
+class Model(Strict):
+    name: pluggable("model", MODELS, _model_factory)   # a model of the zoo, or a factory of yours
+    width: PositiveFloat = 1.0
+
+    def make(self, sample_shape: tuple[int, ...], num_classes: int):
+        """The model for this data: the factory's (sample_shape, num_classes, width) -> torch.nn.Module."""
+        import torch
+
+        factory = plugins.resolve("model", MODELS, self.name)
+        try:
+            model = factory(sample_shape, num_classes, self.width)
+        except Exception as err:  # noqa: BLE001 - a user's factory failing is their bug, said in one line
+            if self.name in MODELS:
+                raise
+            raise TestbedError(f"model.name: '{self.name}' raised {type(err).__name__}: "
+                               f"{' '.join(str(err).split())}; fix the factory") from None
+        if not isinstance(model, torch.nn.Module):
+            raise TestbedError(f"model.name: '{self.name}' returned {type(model).__name__}, not a torch.nn.Module; "
+                               "return the model")
+        return model
+
+
+class Client(Strict):
+    """Local training on every device: minibatch SGD."""
+
+    lr: PositiveFloat
+    local_epochs: PositiveInt = 1
+    batch_size: PositiveInt = 10
+    local_steps: PositiveInt | None = None   # exactly this many minibatches instead of local_epochs passes
+    momentum: Fraction = 0.0
+    weight_decay: NonNegativeFloat = 0.0
+
+
+class Codec(Strict):
+    down: registered("codec", CODECS) = "fp32"
+    up: registered("codec", CODECS) = "fp32"
+

@@ -1,0 +1,73 @@
+"""How a run is played and kept: rounds, stopping, evaluation, checkpoints, device state and the executor."""
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from testbed.schema.common import Strict
+
+
+class Round(Strict):
+    clients_per_round: PositiveInt            # K: updates the server waits for
+    overcommit: float = Field(1.0, ge=1.0)    # select ceil(overcommit * K), keep the first K arrivals
+    deadline_s: PositiveFloat | None = None   # cut the round this long after it starts
+
+    @property
+    def n_select(self) -> int:
+        return math.ceil(self.overcommit * self.clients_per_round - 1e-9)
+
+
+class Stop(Strict):
+    max_rounds: PositiveInt = 100
+    max_sim_time_s: PositiveFloat | None = None      # no round starts after this simulated time
+    target_accuracy: float | None = Field(None, gt=0, le=1)
+    stop_at_target: bool = False
+
+
+class Eval(Strict):
+    every_rounds: PositiveInt = 1
+    every_s: PositiveFloat | None = None     # instead: the first round (aggregation) ending past each multiple
+    max_samples: PositiveInt | None = None   # score on a fixed random subset of the test set (a slow model)
+
+
+class Checkpointing(Strict):
+    """How often the run folder gets a checkpoint that `testbed run --resume` goes on from."""
+
+    every_rounds: PositiveInt = 5   # and after the last round
+
+
+class DeviceState(Strict):
+    """Where the server keeps what devices keep between rounds (moments, scores, personal models)."""
+
+    max_in_memory: PositiveInt | None = None  # devices held in memory, least recently used first to disk
+
+
+class TrainingDevice(Strict):
+    device: Literal["cpu", "cuda"] = "cpu"   # where clients train (testbed/execution/device.py)
+    threads: PositiveInt | None = None      # torch threads of the run, wherever it runs (testbed/execution/threads.py)
+
+
+class SerialExecutor(TrainingDevice):
+    """One client after another: the reference."""
+
+    kind: Literal["serial"] = "serial"
+
+
+class BatchedExecutor(TrainingDevice):
+    """A round's clients trained together with torch.func.vmap."""
+
+    kind: Literal["batched"]
+    max_clients: PositiveInt | None = None   # clients per vmapped group (memory); all of the round by default
+
+
+class RayExecutor(TrainingDevice):
+    """Batches of clients shipped to Ray workers (the `ray` extra)."""
+
+    kind: Literal["ray"]
+    workers: PositiveInt = 2
+    address: str | None = None               # a running cluster ('auto', 'ray://host:10001'); none: start locally
+
+
+Executor = Annotated[Union[SerialExecutor, BatchedExecutor, RayExecutor], Field(discriminator="kind")]

@@ -1,0 +1,100 @@
+"""The whole scenario: its sections, and the checks that span several of them."""
+from __future__ import annotations
+
+from pydantic import Field, NonNegativeInt, model_validator
+
+from testbed.schema.algorithms import Algorithm, runs_async
+from testbed.schema.data import Client, Codec, Data, Model
+from testbed.schema.fleet import Fleet, Server
+from testbed.schema.protocol import Protocol, SyncProtocol
+from testbed.schema.resources import Resources
+from testbed.schema.run import Checkpointing, DeviceState, Eval, Executor, Round, SerialExecutor, Stop
+from testbed.schema.common import Strict
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")   # becomes a folder name
+    description: str = ""
+    seed: NonNegativeInt = 0
+    data: Data
+    model: Model
+    fleet: Fleet
+    server: Server = Server()
+    protocol: Protocol = SyncProtocol()
+    round: Round | None = None                # synchronous rounds; an asynchronous protocol does not use it
+    client: Client
+    algorithm: Algorithm
+    codec: Codec = Codec()
+    stop: Stop = Stop()
+    eval: Eval = Eval()
+    device_state: DeviceState = DeviceState()
+    checkpoint: Checkpointing = Checkpointing()
+    executor: Executor = SerialExecutor()
+    resources: Resources = Resources()
+
+    @property
+    def batteries_on(self) -> bool:
+        return any(g.battery for g in self.fleet.groups)
+
+    @property
+    def energy_on(self) -> bool:
+        """Energy is accounted when asked for, or where a battery needs it."""
+        return self.resources.energy or self.batteries_on
+
+    @property
+    def memory_on(self) -> bool:
+        """Memory limits hold when asked for, or where a group sets its devices' memory."""
+        return self.resources.memory or any(g.memory_MB is not None for g in self.fleet.groups)
+
+    @property
+    def updates_per_aggregation(self) -> int:
+        """K: the updates a round waits for (sync), or the buffer (async; the concurrency where only a period
+        triggers aggregation)."""
+        if self.protocol.kind == "sync":
+            return self.round.clients_per_round
+        return self.protocol.buffer_size or self.protocol.concurrency
+
+    @model_validator(mode="after")
+    def _local_steps_where_counted(self):
+        if self.algorithm.needs_local_steps() and self.client.local_steps is None:
+            raise ValueError(f"client.local_steps: {self.algorithm.name} counts its local steps (FedLion's uplink "
+                             "packs sums of E signs); set client.local_steps, e.g. 10")
+        return self
+
+    @model_validator(mode="after")
+    def _server_data_where_used(self):
+        if self.algorithm.needs_server_data() and self.data.server is None:
+            raise ValueError(f"data.server: {self.algorithm.name} trains on the server's own data; add "
+                             "data.server, e.g. {fraction: 0.1, classes: 5}")
+        return self
+
+    @model_validator(mode="after")
+    def _protocol_fits(self):
+        if self.protocol.kind == "sync":
+            if self.round is None:
+                raise ValueError("round: required for synchronous rounds; add round: {clients_per_round: 10}")
+            return self
+        if self.resources.idle_energy:
+            raise ValueError("resources.idle_energy: an asynchronous device never waits for a round to close, so it "
+                             "has no idle phase; remove idle_energy")
+        if self.protocol.concurrency > self.fleet.size:
+            raise ValueError(f"protocol.concurrency: {self.protocol.concurrency} is more than the fleet's "
+                             f"{self.fleet.size} devices; lower it or add devices to fleet.groups")
+        rules = self.algorithm.asynchronous()
+        if "buffered" not in rules:
+            runs = ", ".join(runs_async())
+            raise ValueError(f"protocol: {self.algorithm.name} cannot run asynchronously (its server step needs a "
+                             f"round's participants together); use protocol kind sync, or one of: {runs}")
+        if self.protocol.mixing is not None and "mixing" not in rules:
+            raise ValueError(f"protocol.mixing: FedAsync's mixture needs a server that adds the update as it is "
+                             f"(fedavg, fedprox), not {self.algorithm.name}'s; remove mixing to run FedBuff")
+        return self
+
+    @model_validator(mode="after")
+    def _k_fits_fleet(self):
+        if self.round is None:
+            return self
+        if self.round.clients_per_round > self.fleet.size:
+            raise ValueError(f"round.clients_per_round: {self.round.clients_per_round} is more than the fleet's "
+                             f"{self.fleet.size} devices; lower it or add devices to fleet.groups")
+        return self
