@@ -22,6 +22,7 @@ from testbed.errors import TestbedError
 from testbed.local import LocalAdam, LocalDualAveraging, LocalLion, LocalSchedule, LocalSGD
 from testbed.payload import Dense, IntegerDelta, Sign, TopK
 from testbed.schema.common import Capability, Fraction, Strict
+from testbed.schema.flower import FlowerConfig
 from testbed.submodel import SubmodelCosts
 
 
@@ -588,7 +589,7 @@ Algorithm = Annotated[Union[FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagr
                             FAdamETConfig, LocalAdamConfig, ScaffoldConfig, FedLADAConfig,
                             DataSharingConfig, FedDUMAPConfig, FedDUConfig, FedDUSConfig, FedDUMConfig, ServerMConfig,
                             DeviceMConfig, FedDUAPConfig, FedAPConfig, HRankConfig, IMCConfig, PruneFLConfig,
-                            HybridFLConfig],
+                            HybridFLConfig, FlowerConfig],
                       Field(discriminator="name")]
 
 
