@@ -6,9 +6,10 @@ training. A round:
 1. The testbed picks the cohort as for every algorithm (uniform among the usable devices, n_select of them, with
    the selection stream), and offers exactly those devices to Flower: their ids are the node ids of a Grid (Message
    API) or the client ids of a ClientManager (legacy API) that never waits. Flower's own sampling then runs on the
-   cohort (fraction_train < 1 takes part of it). A cohort smaller than the strategy's minimum of nodes trains
-   nobody that round, as Flower's legacy ClientManager does when sampling fails (Flower would wait for nodes to
-   connect; a round on the simulated clock cannot).
+   cohort (fraction_train < 1 takes part of it). A cohort smaller than the strategy's minimum of nodes (too few
+   devices online) trains nobody that round, as Flower's legacy ClientManager does when sampling fails (Flower
+   would wait for nodes to connect; a round on the simulated clock cannot); a minimum above clients_per_round x
+   overcommit, which no round could meet, is refused in one line.
 2. Each message (each (ClientProxy, FitIns)) the strategy returns becomes a Task of that device. Devices train
    with the scenario's `client:` optimizer from the model received; the one config key they read is
    "proximal-mu" ("proximal_mu" in the legacy API: Flower's FedProx sends it; our objective then adds
@@ -88,6 +89,11 @@ class FlowerStrategy:
 
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
         speaker = self._live(ctx.round)
+        if ctx.n_select < speaker.minimum:
+            raise TestbedError(f"algorithm.options: {self.reference} waits for {speaker.minimum} nodes (its "
+                               f"min_available / min_train nodes) and a round offers it at most {ctx.n_select} "
+                               "(round.clients_per_round x overcommit); lower them in algorithm.options or raise "
+                               "round.clients_per_round")
         cohort = [int(d) for d in select_uniform(ctx.online, ctx.n_select, rng)]
         seeds = [int(s) for s in ctx.strategy_rng.integers(2**32, size=2)]  # configure's and aggregate's
         with flower_call(seeds[0], f"{self.reference}'s configure, round {ctx.round},"):

@@ -141,9 +141,10 @@ class MessageAPI:
 
     def __init__(self, cls: type, options: dict, reference: str, params: Params):
         self.strategy, self.reference = construct(cls, options, reference), reference
+        self.minimum = minimum_nodes(self.strategy)
 
     def configure(self, round: int, params: Params, cohort: list[int]) -> dict[int, Sent]:
-        if len(cohort) < minimum_nodes(self.strategy):  # Flower would wait for more nodes: nobody trains
+        if len(cohort) < self.minimum:  # Flower would wait for more nodes to connect: nobody trains
             return {}
         arrays = ArrayRecord(dict(params))
         messages = self.strategy.configure_train(round, arrays, ConfigRecord(), CohortGrid(cohort))
@@ -225,6 +226,7 @@ class LegacyAPI:
         if "initial_parameters" in inspect.signature(cls).parameters and "initial_parameters" not in options:
             options = {**options, "initial_parameters": _parameters(params)}
         self.strategy, self.reference = construct(cls, options, reference), reference
+        self.minimum = minimum_nodes(self.strategy)
         self.strategy.initialize_parameters(CohortManager([]))  # as Flower's server does once (FedAvg frees them)
 
     def configure(self, round: int, params: Params, cohort: list[int]) -> dict[int, Sent]:

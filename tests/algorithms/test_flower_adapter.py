@@ -90,20 +90,31 @@ def test_flower_strategy_gives_our_model_on_our_clock(theirs, same):
     assert max(float((params[n] - INITIAL[n]).abs().max()) for n in params) > 0.01  # the model did move
 
 
-def test_fedadam_step_is_bias_corrected_from_zero_v():
-    """One aggregation of Flower's FedAdam with its defaults (beta_1 0.9, beta_2 0.99) through the adapter, against
-    Reddi et al.'s step as Flower writes it, by hand: and against ours, which differs by the bias correction."""
-    from testbed import rules
-    from testbed.algorithms.base import Arrival, Failure, RoundContext
+def adapter_of(reference: str, **options):
+    """The adapter around a Flower strategy, as the scenario's `algorithm: {name: flower}` builds it."""
     from testbed.algorithms.flower import FlowerStrategy
     from testbed.local import LocalSGD
     from testbed.schema.flower import flower_strategy_class
 
-    reference = f"{MESSAGE}:FedAdam"
-    adapter = FlowerStrategy(LocalSGD(lr=0.1), reference, {"eta": 0.1, "tau": 1e-3}, flower_strategy_class(reference))
+    return FlowerStrategy(LocalSGD(lr=0.1), reference, options, flower_strategy_class(reference))
+
+
+def context(round: int, online: list[int], n_select: int):
+    from testbed.algorithms.base import RoundContext
+
+    return RoundContext(round, np.array(online), n_select, np.array([10, 20, 30]), None, np.random.default_rng(0))
+
+
+def test_fedadam_step_is_bias_corrected_from_zero_v():
+    """One aggregation of Flower's FedAdam with its defaults (beta_1 0.9, beta_2 0.99) through the adapter, against
+    Reddi et al.'s step as Flower writes it, by hand: and against ours, which differs by the bias correction."""
+    from testbed import rules
+    from testbed.algorithms.base import Arrival, Failure
+
+    adapter = adapter_of(f"{MESSAGE}:FedAdam", eta=0.1, tau=1e-3)
     x = torch.tensor([1.0, -2.0, 0.5])
     state = adapter.init({"w": x})
-    ctx = RoundContext(1, np.arange(3), 3, np.array([10, 20, 30]), None, np.random.default_rng(0))
+    ctx = context(1, [0, 1, 2], 3)
     assert [t.device for t in adapter.configure(state, ctx, np.random.default_rng(1))] == [0, 1, 2]
     updates = {0: torch.tensor([0.3, 0.0, -0.1]), 1: torch.tensor([0.6, -0.3, 0.2])}
     arrivals = [Arrival(d, n, {"w": updates[d]}, {"train_loss": 1.0, "train_accuracy": 0.5})
@@ -121,6 +132,22 @@ def test_fedadam_step_is_bias_corrected_from_zero_v():
                                    0.1, 0.9, 0.99, 1e-3)
     ratio = (new.params["w"] - x) / (ours - x)  # Flower's step / ours: about its bias correction, 0.742
     assert ratio.tolist() == pytest.approx([eta_norm / 0.1] * 3, rel=0.01)
+
+
+@pytest.mark.parametrize("api", [MESSAGE, LEGACY])
+def test_a_cohort_below_the_strategys_minimum_trains_nobody(api):
+    """FedAvg waits for 2 nodes (min_train_nodes, min_fit_clients): a round with one device online trains nobody
+    (Flower would wait; the clock cannot), and the model stays; a round that can never offer 2 is refused."""
+    adapter = adapter_of(f"{api}:FedAvg")
+    x = {"w": torch.tensor([1.0, 2.0])}
+    state = adapter.init(x)
+    assert adapter.configure(state, context(1, [2], 2), np.random.default_rng(1)) == []
+    new, metrics = adapter.aggregate(state, 1, [], [])
+    assert torch.equal(new.params["w"], x["w"]) and metrics == {}
+    assert [t.device for t in adapter.configure(new, context(2, [0, 2], 2), np.random.default_rng(1))] == [0, 2]
+    fresh = adapter_of(f"{api}:FedAvg")
+    with pytest.raises(TestbedError, match=r"algorithm.options: .*:FedAvg waits for 2 nodes .* at most 1 "):
+        fresh.configure(fresh.init(x), context(1, [0, 1, 2], 1), np.random.default_rng(1))
 
 
 @pytest.mark.parametrize("api", [MESSAGE, LEGACY])
