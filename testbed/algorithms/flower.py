@@ -101,7 +101,7 @@ class FlowerStrategy:
         if not set(sent) <= set(cohort):
             raise TestbedError(f"algorithm.strategy: {self.reference} sent work to devices outside the round's "
                                f"cohort ({sorted(set(sent) - set(cohort))}); the testbed chooses who trains")
-        if any(s.params is not None for s in sent.values()):
+        if any(s.other_arrays for s in sent.values()):
             raise TestbedError(f"algorithm.strategy: {self.reference} sends devices arrays other than the global "
                                "model; the testbed's downlink carries the model only")
         self.run.update({"sent": sent, "seed": seeds[1]})

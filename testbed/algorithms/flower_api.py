@@ -46,9 +46,9 @@ WHY = {"dropped": "went offline before its upload ended", "late": "missed the ro
 class Sent:
     """What the strategy sent one device: the terms of its task and the handle its reply answers."""
 
-    params: dict | None     # the arrays it was sent, where they are not the global model (the adapter refuses)
     config: dict
     handle: Any             # the Message (Message API) or ClientProxy (legacy) the reply goes with
+    other_arrays: bool      # sent arrays other than the global model (the adapter refuses: our downlink has one)
 
 
 def to_numpy(params: Params) -> dict[str, np.ndarray]:
@@ -151,11 +151,9 @@ class MessageAPI:
         sent = {}
         for message in messages:
             content = message.content
-            records = list(content.array_records.values())
-            own = next((r for r in records if r is not arrays and not _same(r, arrays)), None)
             config = {k: v for record in content.config_records.values() for k, v in record.items()}
-            sent[int(message.metadata.dst_node_id)] = Sent(own and {k: a.numpy() for k, a in own.items()},
-                                                          config, message)
+            other = any(r is not arrays and not _same(r, arrays) for r in content.array_records.values())
+            sent[int(message.metadata.dst_node_id)] = Sent(config, message, other)
         return sent
 
     def aggregate(self, round: int, params: Params, replies: list[tuple[Sent, Arrival, Params]],
@@ -232,9 +230,7 @@ class LegacyAPI:
     def configure(self, round: int, params: Params, cohort: list[int]) -> dict[int, Sent]:
         parameters = _parameters(params)
         pairs = self.strategy.configure_fit(round, parameters, CohortManager(cohort))
-        return {int(proxy.cid): Sent(None if ins.parameters == parameters else
-                                     dict(enumerate(parameters_to_ndarrays(ins.parameters))), dict(ins.config), proxy)
-                for proxy, ins in pairs}
+        return {int(proxy.cid): Sent(dict(ins.config), proxy, ins.parameters != parameters) for proxy, ins in pairs}
 
     def aggregate(self, round: int, params: Params, replies: list[tuple[Sent, Arrival, Params]],
                   failures: list[tuple[Sent, Failure]]) -> dict[str, np.ndarray] | None:

@@ -78,7 +78,13 @@ SAME_RULE = [
 ]
 
 
-@pytest.mark.parametrize("theirs, same", SAME_RULE, ids=lambda a: a.get("strategy", a["name"]).split(".")[-1])
+def label(strategy: str) -> str:
+    """flwr.serverapp.strategy:FedAvg -> message:FedAvg; flwr.server.strategy:FedAvg -> legacy:FedAvg."""
+    module, _, name = strategy.partition(":")
+    return f"{'message' if module == MESSAGE else 'legacy'}:{name}"
+
+
+@pytest.mark.parametrize("theirs, same", SAME_RULE, ids=[label(theirs["strategy"]) for theirs, _ in SAME_RULE])
 def test_flower_strategy_gives_our_model_on_our_clock(theirs, same):
     rounds, params = run(theirs)
     our_rounds, our_params = ours(yaml.safe_dump(same))
@@ -134,7 +140,7 @@ def test_fedadam_step_is_bias_corrected_from_zero_v():
     assert ratio.tolist() == pytest.approx([eta_norm / 0.1] * 3, rel=0.01)
 
 
-@pytest.mark.parametrize("api", [MESSAGE, LEGACY])
+@pytest.mark.parametrize("api", [MESSAGE, LEGACY], ids=["message", "legacy"])
 def test_a_cohort_below_the_strategys_minimum_trains_nobody(api):
     """FedAvg waits for 2 nodes (min_train_nodes, min_fit_clients): a round with one device online trains nobody
     (Flower would wait; the clock cannot), and the model stays; a round that can never offer 2 is refused."""
@@ -150,7 +156,32 @@ def test_a_cohort_below_the_strategys_minimum_trains_nobody(api):
         fresh.configure(fresh.init(x), context(1, [0, 1, 2], 1), np.random.default_rng(1))
 
 
-@pytest.mark.parametrize("api", [MESSAGE, LEGACY])
+def test_work_the_testbed_cannot_carry_is_refused_in_one_line():
+    """A strategy that sends a device other arrays than the global model (our downlink carries the model), or sends
+    work to a node outside the round's cohort (the testbed chooses who trains)."""
+    from flwr.app import ArrayRecord, Message, RecordDict
+    from flwr.serverapp.strategy import FedAvg
+
+    from testbed.algorithms.flower import FlowerStrategy
+    from testbed.local import LocalSGD
+
+    class Personal(FedAvg):
+        def configure_train(self, server_round, arrays, config, grid):
+            return [Message(RecordDict({"arrays": ArrayRecord({"w": torch.zeros(2)}), "config": config}),
+                            node, "train") for node in grid.get_node_ids()]
+
+    class Elsewhere(FedAvg):
+        def configure_train(self, server_round, arrays, config, grid):
+            return [Message(RecordDict({"arrays": arrays, "config": config}), 99, "train")]
+
+    for cls, message in ((Personal, "sends devices arrays other than the global model"),
+                         (Elsewhere, r"sent work to devices outside the round's cohort \(\[99\]\)")):
+        adapter = FlowerStrategy(LocalSGD(lr=0.1), f"mine:{cls.__name__}", {}, cls)
+        with pytest.raises(TestbedError, match=f"algorithm.strategy: mine:{cls.__name__} {message}"):
+            adapter.configure(adapter.init({"w": torch.ones(2)}), context(1, [0, 1, 2], 3), np.random.default_rng(1))
+
+
+@pytest.mark.parametrize("api", [MESSAGE, LEGACY], ids=["message", "legacy"])
 def test_dropped_late_and_surplus_devices_reach_the_strategy_as_failures(api, monkeypatch):
     seen = []
     if api == MESSAGE:
@@ -259,7 +290,7 @@ RUNS = [(f"{MESSAGE}:{name}", options) for name, options in [
         ("Bulyan", {"num_malicious_clients": 0, "to_keep": 0})]]  # to_keep: for its first rule, Krum
 
 
-@pytest.mark.parametrize("strategy, options", RUNS, ids=[f"{s.split('.')[1]}:{s.split(':')[1]}" for s, _ in RUNS])
+@pytest.mark.parametrize("strategy, options", RUNS, ids=[label(strategy) for strategy, _ in RUNS])
 def test_flower_strategy_runs_two_rounds(strategy, options):
     rounds, params = run(flower(strategy, **options), rounds=2)
     assert len(rounds) == 2 and rounds["accuracy"].notna().iloc[-1]
