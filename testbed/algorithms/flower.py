@@ -13,10 +13,10 @@ training. A round:
 2. Each message (each (ClientProxy, FitIns)) the strategy returns becomes a Task of that device. Devices train
    with the scenario's `client:` optimizer from the model received; the one config key they read is
    "proximal-mu" ("proximal_mu" in the legacy API: Flower's FedProx sends it; our objective then adds
-   (mu/2)||w - x||^2 as testbed fedprox does). A
-   strategy that sends a device arrays other than the global model is refused: our downlink carries the model.
+   (mu/2)||w - x||^2 as testbed fedprox does). A strategy that sends a device arrays other than the global model
+   is refused: our downlink carries the model.
 3. Each device uploads its update through the scenario's uplink codec, as our FedAvg does; the server hands the
-   strategy the trained model (received global model + decoded update) with "num-examples" (the key Flower's
+   strategy the trained model (its global model + the decoded update) with "num-examples" (the key Flower's
    strategies weight by) and the training metrics (train_loss, train_accuracy). Dropped, late and surplus devices
    reach the strategy as Flower reports failures: a reply Message carrying an Error (Message API; NODE_UNAVAILABLE
    for a device that went offline, REPLY_MESSAGE_UNAVAILABLE for one cut by the deadline or over-commit), or an
