@@ -76,7 +76,8 @@ class FlowerStrategy:
 
     def init(self, params: Params) -> ServerState:
         self.run.clear()
-        speaker = speaker_for(self.flower_class)(self.flower_class, self.options, self.reference, params)
+        with flower_call(0, f"{self.reference}'s constructor"):
+            speaker = speaker_for(self.flower_class)(self.flower_class, self.options, self.reference, params)
         self.run.update({"speaker": speaker, "round": 0, "sent": {}})
         return ServerState(params)
 
