@@ -19,6 +19,7 @@ from testbed.schema.algorithms.adaptive import (EfficientAdamConfig, FAdamETConf
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.algorithms.dense import (FedAdagradConfig, FedAdamConfig, FedAvgConfig, FedAvgMConfig,
                                              FedProxConfig, FedYogiConfig)
+from testbed.schema.algorithms.flower import FlowerConfig
 from testbed.schema.algorithms.plugin import PluginAlgorithm
 from testbed.schema.algorithms.server_data import (DataSharingConfig, DeviceMConfig, FedAPConfig, FedDUAPConfig,
                                                    FedDUConfig, FedDUMAPConfig, FedDUMConfig, FedDUSConfig,
@@ -33,7 +34,7 @@ CONFIGS = (FedAvgConfig, FedProxConfig, FedAvgMConfig, FedAdagradConfig, FedAdam
            FairnessTopConfig, OneBitAdamConfig, EfficientAdamConfig, FedLionConfig, MFLConfig, FAFEDConfig,
            FedDAConfig, FAdamGTConfig, FAdamETConfig, LocalAdamConfig, ScaffoldConfig, FedLADAConfig,
            DataSharingConfig, FedDUMAPConfig, FedDUConfig, FedDUSConfig, FedDUMConfig, ServerMConfig, DeviceMConfig,
-           FedDUAPConfig, FedAPConfig, HRankConfig, IMCConfig, PruneFLConfig, HybridFLConfig)
+           FedDUAPConfig, FedAPConfig, HRankConfig, IMCConfig, PruneFLConfig, HybridFLConfig, FlowerConfig)
 # name -> config of every built-in, in the order error messages list them
 BUILTIN = {get_args(c.model_fields["name"].annotation)[0]: c for c in CONFIGS}
 PLUGIN = "plugin"
