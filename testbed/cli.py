@@ -7,6 +7,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from testbed import plugins
 from testbed.errors import TestbedError, write_crash_log
 
 EXIT_BUG, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
@@ -248,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "debug", False):
             raise
         log = getattr(err, "log_file", None) or write_crash_log(err)
+        where = plugins.culprit(err)
+        if where:  # the user's algorithm, model or loader raised while running: theirs to fix, not a testbed bug
+            print(f"error: the plugin code at {where} raised {type(err).__name__}: {_one_line(err)}; fix it there "
+                  f"(traceback in {log}; --debug shows it here)", file=sys.stderr)
+            return EXIT_BAD_INPUT
         print(f"internal error ({type(err).__name__}: {_one_line(err)}): a bug in the testbed, not in your input; "
               f"traceback in {log}; please report it with that file on the project's issue tracker "
               "(--debug shows it here)", file=sys.stderr)

@@ -18,6 +18,7 @@ import importlib
 import inspect
 import os
 import sys
+import traceback
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any, Mapping
@@ -91,6 +92,7 @@ def load(reference: str, origin: str = "") -> Any:
     except Exception as err:  # noqa: BLE001 - the user's module failed on import: their bug, said in one line
         raise PluginError(f"{where}'{reference}': importing {module_name} raised {type(err).__name__}: "
                           f"{' '.join(str(err).split())}; fix the module") from None
+    _remember_where(module)
     found: Any = module
     for depth, part in enumerate(attribute.split(".")):
         if not hasattr(found, part):
@@ -101,6 +103,27 @@ def load(reference: str, origin: str = "") -> Any:
             raise PluginError(f"{where}'{reference}': {owner} has no attribute '{part}'{hint}")
         found = getattr(found, part)
     return found
+
+
+# The files and package folders of the modules that references named: a crash inside them is the user's to fix.
+_USER_CODE: set[str] = set()
+
+
+def _remember_where(module) -> None:
+    top = sys.modules.get(module.__name__.partition(".")[0], module)
+    for place in (getattr(module, "__file__", None), *getattr(top, "__path__", ())):
+        if place:
+            _USER_CODE.add(os.path.abspath(place))
+
+
+def culprit(err: BaseException) -> str | None:
+    """Where in code a scenario named (not the testbed's) `err` was raised: 'file:line in function' of the
+    innermost such frame of its traceback; None where it came from the testbed or a library."""
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        path = os.path.abspath(frame.filename)
+        if any(path == place or path.startswith(place + os.sep) for place in _USER_CODE):
+            return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return None
 
 
 def _import_from_current_directory() -> None:

@@ -80,6 +80,12 @@ def blobs(n=240, classes=3, seed=0):
                    torch.from_numpy(y[:test]), classes)
 
 
+@dataclass(frozen=True)
+class Crashing(Damped):
+    def aggregate(self, state, round, arrivals, failures):
+        return 1 / 0
+
+
 def broken(n=10):
     raise KeyError("no column 'label'")
 
@@ -229,3 +235,14 @@ def test_the_engine_takes_plugins_in_process(user_code):
     records, _ = simulate(FOUR_BOARDS | {"algorithm": {"name": "user_code:Damped", "options": {"step": 1.0}}},
                           user_code)
     assert [r["arrived"] for r in records] == [4, 4]
+
+
+def test_a_plugin_that_crashes_mid_run_is_named_not_called_a_testbed_bug(user_code, capsys):
+    file = write_yaml(user_code / "s.yaml", FOUR_BOARDS)
+    assert main(["run", str(file), "--out", str(user_code / "runs"), "--quiet", "--set",
+                 "algorithm.name=user_code:Crashing"]) == 2
+    err = capsys.readouterr().err
+    line = USER_MODULE.splitlines().index("        return 1 / 0") + 1
+    assert err == (f"error: the plugin code at {user_code / 'user_code.py'}:{line} in aggregate raised "
+                   f"ZeroDivisionError: division by zero; fix it there (traceback in "
+                   f"{user_code / 'runs/plugins/0/error.log'}; --debug shows it here)\n")
