@@ -5,6 +5,7 @@ numpy only: the simulator's device state is arrays, and nothing here needs torch
 from .availability import AlwaysOn, Availability, Diurnal, MarkovOnOff, TraceIntervals
 from .battery import Batteries, BatterySpec
 from .catalog import CATALOG, FEDLPS_TIERS, get_profile
+from .catalog_file import DeviceCatalog, load_device_catalog
 from .fleet import Fleet, GroupSpec
 from .profiles import DeviceProfile
 from .rates import Constant, DiurnalRate, MarkovSlowdown, Rates, TraceRate, load_rate_trace
@@ -15,6 +16,8 @@ __all__ = [
     "CATALOG",
     "FEDLPS_TIERS",
     "get_profile",
+    "DeviceCatalog",
+    "load_device_catalog",
     "AlwaysOn",
     "MarkovOnOff",
     "Diurnal",

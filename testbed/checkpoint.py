@@ -85,6 +85,7 @@ def load(folder: Path, scenario: str) -> Checkpoint | None:
     except TypeError:  # a dict of other fields, or no dict at all
         raise TestbedError(f"{path}: not a testbed checkpoint; run without --resume to start over") from None
     if checkpoint.scenario != scenario:
-        raise TestbedError(f"{path}: the checkpoint belongs to another version of this scenario (a field or "
-                           "--set differs); resume with the same file and --set, or run without --resume")
+        raise TestbedError(f"{path}: the checkpoint belongs to another version of this scenario (a field, a "
+                           "--set or a fleet.catalog file's contents differ); resume with the same file, --set and "
+                           "catalog, or run without --resume")
     return checkpoint

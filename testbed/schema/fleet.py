@@ -1,26 +1,80 @@
-"""The fleet's section of the scenario schema: device groups (a catalog profile, overrides of its figures,
-availability, capability tiers, and optionally a battery and fluctuating speed and bandwidth) and the server's
-hardware."""
+"""The fleet's section of the scenario schema: the user's device catalog files, device groups (a profile, built-in
+or from those files, overrides of its figures, availability, capability tiers, and optionally a battery and
+fluctuating speed and bandwidth) and the server's hardware."""
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path, PurePath
+from typing import Annotated, Literal
 
-from pydantic import (Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, Field, NonNegativeFloat, PositiveFloat, PositiveInt, PrivateAttr,
+                      ValidationInfo, field_validator, model_validator)
 
 import devices
 from testbed.schema.availability import AlwaysOn, Availability
-from testbed.schema.common import Capability, Strict, registered
+from testbed.schema.common import Capability, Strict, existing_file, registered
 from testbed.schema.resources import Battery, Rate
 
 
 MB = 2**20
 PROFILE_OVERRIDES = ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s",
                      "train_W", "up_W", "down_W", "idle_W")
+# The validation context's key under which the fleet hands its catalog files' profiles to the groups naming them
+# (pydantic shows a field's validators only its own model's data; the context is the scenario's, one a validation).
+FILE_PROFILES = "device_profiles_from_files"
+
+
+def _known_profile(name: str, info: ValidationInfo) -> str:
+    files = (info.context or {}).get(FILE_PROFILES, {})
+    if name not in devices.CATALOG and name not in files:
+        yours = f"; or one of fleet.catalog's: {', '.join(files)}" if files else ""
+        raise ValueError(f"unknown device profile '{name}'; choose one of: {', '.join(sorted(devices.CATALOG))}"
+                         f"{yours}")
+    return name
+
+
+# A built-in profile's name, or one of the scenario's catalog files' (validated after fleet.catalog)
+ProfileName = Annotated[str, AfterValidator(_known_profile)]
+
+
+class CatalogFile(Strict):
+    """A user's device catalog file (layout: devices/catalog_file.py), relative to the scenario file. The resolved
+    scenario records its SHA-256, so --resume or a sweep over a run made with other contents of the file is
+    refused as another scenario; given, sha256 pins the contents."""
+
+    file: Path
+    sha256: str | None = None   # the file's SHA-256 once validated; given, the digest the file must have
+    _catalog: devices.DeviceCatalog = PrivateAttr()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_path_alone(cls, data):
+        return {"file": data} if isinstance(data, (str, PurePath)) else data
+
+    @field_validator("file")
+    @classmethod
+    def _exists(cls, path: Path, info: ValidationInfo) -> Path:
+        return existing_file(path, info, "device catalog file")
+
+    @model_validator(mode="after")
+    def _read(self):
+        try:
+            catalog = devices.load_device_catalog(self.file)
+        except OSError as err:
+            raise ValueError(f"{self.file}: unreadable ({err.strerror})") from None
+        if self.sha256 is not None and self.sha256 != catalog.sha256:
+            raise ValueError(f"{self.file} no longer has the contents sha256 pins (its digest is now "
+                             f"{catalog.sha256}); restore the file, or remove sha256 to use it as it is")
+        self._catalog = catalog
+        object.__setattr__(self, "sha256", catalog.sha256)  # frozen: filled in once, as DeviceProfile's numbers
+        return self
+
+    @property
+    def profiles(self) -> dict[str, devices.DeviceProfile]:
+        return self._catalog.profiles
 
 
 class DeviceGroup(Strict):
-    profile: registered("device profile", devices.CATALOG)
+    profile: ProfileName
     count: PositiveInt
     availability: Availability = AlwaysOn()
     tiers: list[Capability] | None = None       # capability levels z, drawn uniformly per device (FedLPS)
@@ -47,12 +101,13 @@ class DeviceGroup(Strict):
             raise ValueError("resample_tiers_each_round needs tiers: list the capability levels to draw from")
         return self
 
-    def spec(self, tiers_kept: int | None = None):
-        """The group as devices build it; tiers_kept: only the first so many of its tiers (fleet.heterogeneity)."""
+    def spec(self, tiers_kept: int | None = None, profiles: dict = devices.CATALOG):
+        """The group as devices build it; tiers_kept: only the first so many of its tiers (fleet.heterogeneity);
+        profiles: where its profile's name is (the fleet's: built-ins and catalog files')."""
         overrides = {k: getattr(self, k) for k in PROFILE_OVERRIDES if getattr(self, k) is not None}
         if self.memory_MB is not None:
             overrides["memory_bytes"] = self.memory_MB * MB
-        profile = devices.get_profile(self.profile).with_overrides(**overrides)
+        profile = profiles[self.profile].with_overrides(**overrides)
         return devices.GroupSpec(profile, self.count, self.availability.model(),
                                  tuple(self.tiers[:tiers_kept]) if self.tiers else None,
                                  self.resample_tiers_each_round, self.battery and self.battery.spec(),
@@ -65,8 +120,30 @@ MIN_TIERS_FOR_LEVELS = 4  # fewer, and two of low / medium / high would be the s
 
 
 class Fleet(Strict):
+    # The user's device catalog files (one path or a list), declared before the groups that name their profiles;
+    # left out of the resolved scenario where there is none, so that built-in scenarios resolve as before.
+    catalog: list[CatalogFile] = Field(default_factory=list, exclude_if=lambda files: not files)
     groups: list[DeviceGroup] = Field(min_length=1)
     heterogeneity: Literal["low", "medium", "high"] | None = None   # the tiered groups' first 2, 3 or all tiers
+
+    @field_validator("catalog", mode="before")
+    @classmethod
+    def _one_file_alone(cls, files):
+        return [files] if isinstance(files, (str, PurePath)) else files
+
+    @field_validator("catalog")
+    @classmethod
+    def _profiles_for_the_groups(cls, files: list[CatalogFile], info: ValidationInfo) -> list[CatalogFile]:
+        seen: dict[str, Path] = {}
+        for catalog in files:
+            for name in catalog.profiles:
+                if name in seen:
+                    raise ValueError(f"{seen[name]} and {catalog.file} both have a profile '{name}'; rename one "
+                                     "of them")
+                seen[name] = catalog.file
+        if isinstance(info.context, dict):
+            info.context[FILE_PROFILES] = seen
+        return files
 
     @field_validator("heterogeneity")
     @classmethod
@@ -88,10 +165,16 @@ class Fleet(Strict):
     def size(self) -> int:
         return sum(g.count for g in self.groups)
 
+    @property
+    def profiles(self) -> dict[str, devices.DeviceProfile]:
+        """Every profile the groups may name: the built-ins and the catalog files'."""
+        return {**devices.CATALOG, **{name: p for catalog in self.catalog for name, p in catalog.profiles.items()}}
+
     def specs(self) -> list:
         """Every group as devices build it, tiers cut to the heterogeneity level."""
         kept = HETEROGENEITY_TIERS[self.heterogeneity] if self.heterogeneity else None
-        return [g.spec(kept) for g in self.groups]
+        profiles = self.profiles
+        return [g.spec(kept, profiles) for g in self.groups]
 
 
 class Server(Strict):
