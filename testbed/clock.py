@@ -1,25 +1,48 @@
-"""One device task on the simulated clock, shared by every protocol: download, compute, upload, or a drop.
+"""The clock's vocabulary, shared by every protocol and by the resources: one device task on the simulated clock.
 
 A task dispatched at t0 runs its phases back to back: download (latency + bytes/down_Bps), compute (FLOPs /
-FLOP/s), upload (latency + bytes/up_Bps). Its device must stay online over the whole task: if its on-interval
-ends inside a phase, the task drops at that instant (whole-interval, not FedScale's end-instant check). Because
-the durations and the instant the device goes offline are known at dispatch, the whole task is planned then
-(`plan_task`), and a protocol needs only the instants where something ends: a synchronous round computes its
-close from its tasks' plans, an asynchronous run wakes at each task's end; either can cut a task short
-(`TaskPlan.cut_at`) and keep what it had done.
+FLOP/s), upload (latency + bytes/up_Bps); what it costs is its `Timeline`. Its device must stay online over the
+whole task: if its on-interval ends inside a phase, the task drops at that instant (whole-interval, not
+FedScale's end-instant check). Because the durations and the instant the device goes offline are known at
+dispatch, the whole task is planned then (`plan_task`), and a protocol needs only the instants where something
+ends: a synchronous round computes its close from its tasks' plans, an asynchronous run wakes at each task's end;
+either can cut a task short (`TaskPlan.cut_at`) and keep what it had done.
+
+Plain data and arithmetic only: no simpy here, so that resources and algorithms can speak of phases without
+importing the protocols that drive the clock.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-
-import simpy
 
 PHASES = ("download", "compute", "upload")
 
 
 @dataclass(frozen=True)
+class Timeline:
+    """What one task costs: bytes, FLOPs, and the seconds each phase takes on its device."""
+
+    bytes_down: int
+    flops: int
+    bytes_up: int
+    latency_s: float
+    down_Bps: float
+    up_Bps: float
+    seconds: tuple[float, float, float]  # download, compute, upload
+
+    def spent(self, phase: str, elapsed_s: float, full: bool) -> tuple[int, int]:
+        """(bytes, FLOPs) spent in `phase`: all of it if `full`, else linear in `elapsed_s` after the latency."""
+        if phase == "compute":
+            return 0, self.flops if full else int(self.flops * elapsed_s / self.seconds[1])
+        total, rate = (self.bytes_down, self.down_Bps) if phase == "download" else (self.bytes_up, self.up_Bps)
+        return (total if full else min(total, int(max(0.0, elapsed_s - self.latency_s) * rate))), 0
+
+
+@dataclass(frozen=True)
 class Phase:
+    """One phase of a device on the clock (download, compute, upload; "idle" for a wait) from start_s to end_s;
+    `completed`: False where it was cut (a drop, a deadline) before its work was done."""
+
     device: int
     phase: str
     start_s: float
@@ -63,16 +86,3 @@ def plan_task(device: int, t0: float, seconds: tuple[float, float, float], offli
         phases.append(Phase(device, phase, start, start + duration, True, duration))
         start += duration
     return TaskPlan(tuple(phases), "arrived")
-
-
-def wait_until(env: simpy.Environment, t: float) -> simpy.Timeout:
-    """A timeout that fires at t: simpy schedules at now + delay, and a task resumed from a checkpoint must reach
-    the very instants the unbroken run reached. Where no now + delay rounds to t (the two sit on grids that
-    interleave), it fires one float before t, the same from a checkpoint; a synchronous round instead steps along
-    its closing task's phases (sync.RoundPlay.steps), which land on t exactly."""
-    d = t - env.now
-    while env.now + d < t:
-        d = math.nextafter(d, math.inf)
-    while env.now + d > t:
-        d = math.nextafter(d, -math.inf)
-    return env.timeout(d)
