@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 import numpy as np
 import torch
 
+from testbed.clock import Timeline  # re-exported: plugin authors import it from here
 from testbed.payload import Dense, UnitMasked
 
 if TYPE_CHECKING:  # what a Build holds; imported for the annotations only, so the interface loads light
@@ -35,26 +36,6 @@ class ServerState:
     params: Params
     optimizer: dict[str, Params] = field(default_factory=dict)  # server optimizer moments, by name
     clients: MutableMapping[int, dict] = field(default_factory=dict)  # per-device state (a ClientStore may spill)
-
-
-@dataclass(frozen=True)
-class Timeline:
-    """What one task costs: bytes, FLOPs, and the seconds each phase takes on its device."""
-
-    bytes_down: int
-    flops: int
-    bytes_up: int
-    latency_s: float
-    down_Bps: float
-    up_Bps: float
-    seconds: tuple[float, float, float]  # download, compute, upload
-
-    def spent(self, phase: str, elapsed_s: float, full: bool) -> tuple[int, int]:
-        """(bytes, FLOPs) spent in `phase`: all of it if `full`, else linear in `elapsed_s` after the latency."""
-        if phase == "compute":
-            return 0, self.flops if full else int(self.flops * elapsed_s / self.seconds[1])
-        total, rate = (self.bytes_down, self.down_Bps) if phase == "download" else (self.bytes_up, self.up_Bps)
-        return (total if full else min(total, int(max(0.0, elapsed_s - self.latency_s) * rate))), 0
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,5 @@
 """Protocols: how the server drives the devices on the simulated clock. The only package that imports simpy's
-processes besides the engine's environment; every protocol shares one device timeline (timeline.py)."""
-from testbed.protocols.asynchronous import run_async
-from testbed.protocols.sync import run_sync
-
-PROTOCOLS = {"sync": run_sync, "async": run_async}
-
-__all__ = ["PROTOCOLS", "run_async", "run_sync"]
+processes besides the engine's environment. Every protocol speaks the clock's vocabulary (testbed/clock.py: a
+device task's timeline and plan) and asks the run's kit (kit.py) for everything but the clock; the engine
+(testbed/engine.py) names them by protocol.kind. Nothing is imported here: the scenario's schema reads
+staleness.py, and the kit reads the scenario."""

@@ -8,7 +8,7 @@ Clock semantics (protocol.kind: async):
 - The server keeps `concurrency` tasks in flight. A slot is filled at the start, and at the instant a task
   arrives, drops or is discarded, by a device drawn uniformly among the devices online and idle at that instant;
   a device never holds two tasks. Where none is, the slot waits for the first idle device to come online.
-- A task (testbed/protocols/timeline.py, as in sync rounds) downloads the current model version v, computes
+- A task (testbed/clock.py, as in sync rounds) downloads the current model version v, computes
   (FLOPs / FLOP/s at the capability tier of aggregation v + 1), uploads; its device must stay online over the
   whole task or it drops at the instant it goes offline.
 - An arrival's staleness is tau = (the server's version at arrival) - v. With tau > max_staleness it is
@@ -39,8 +39,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import simpy
 
-from testbed.algorithms.base import Failure, RoundContext, Task, Timeline
-from testbed.protocols.timeline import TaskPlan, plan_task, wait_until
+from testbed.algorithms.base import Failure, Task
+from testbed.clock import TaskPlan, Timeline
+from testbed.protocols.kit import Kit
 
 REJECTION_DRAWS = 32  # uniform draws per free slot before the idle online devices are listed outright
 
@@ -65,14 +66,15 @@ class Window:
 
 
 class AsyncServer:
-    """One asynchronous run on `env`, through the engine's shared pieces (training, records, checkpoints)."""
+    """One asynchronous run on `env`, through the kit's shared pieces (planning, training, records, checkpoints)."""
 
-    def __init__(self, engine, env: simpy.Environment):
-        self.engine, self.env, self.cfg = engine, env, engine.cfg
+    def __init__(self, kit: Kit, env: simpy.Environment):
+        self.kit, self.env, self.cfg = kit, env, kit.scenario
         self.protocol = self.cfg.protocol
         self.weight = self.protocol.staleness.function()
-        self.state, self.selection, self.strategy_rng, self.version = engine.initial()
-        kept = engine.start.protocol if engine.start else {}
+        start = kit.begin()
+        self.state, self.version, kept = start.state, start.played, start.kept
+        self.resumed, self.finished_before = start.resumed, start.finished   # from a checkpoint; of a finished run
         self.in_flight: dict[int, InFlight] = kept.get("in_flight", {})
         self.received: dict[int, dict] = kept.get("received", {})   # version -> {down codec: model as delivered}
         self.window: Window = kept.get("window") or Window(env.now)
@@ -90,7 +92,7 @@ class AsyncServer:
     # ---- the server's loop ----------------------------------------------------------------------------
     def serve(self):
         env, p, stop = self.env, self.protocol, self.cfg.stop
-        if self.engine.start and self.engine.start.finished:
+        if self.finished_before:
             return
         for task in self.in_flight.values():
             env.process(self._play(task))
@@ -100,7 +102,7 @@ class AsyncServer:
             env.process(self._alarm(stop.max_sim_time_s, "limit_due"))
         if self.wake_at is not None:
             env.process(self._alarm(self.wake_at, None))
-        if self.engine.start is None:
+        if not self.resumed:
             self._dispatch()
         while True:
             yield self.poked
@@ -137,7 +139,7 @@ class AsyncServer:
         ended, self.ended = sorted(self.ended, key=lambda e: e[0].task.device), []
         for task, outcome in ended:
             del self.in_flight[task.task.device]
-            self.engine.resources.drain(task.task.device, list(task.plan.phases))
+            self.kit.drain(list(task.plan.phases))
             tau = self.version - task.version
             if outcome == "dropped" or (self.protocol.max_staleness is not None and tau > self.protocol.max_staleness):
                 self.window.ended.append((task, "dropped" if outcome == "dropped" else "stale"))
@@ -159,48 +161,46 @@ class AsyncServer:
                 return self._aggregate(final=True)
             self._checkpoint(finished=True)
             return True
-        every = self.cfg.checkpoint.every_rounds
-        if self.version // every > self.saved // every:  # once the instant is settled: nothing half-done
+        if self.kit.checkpoint_due(self.saved, self.version):  # once the instant is settled: nothing half-done
             self._checkpoint(finished=False)
         return False
 
     # ---- aggregation ----------------------------------------------------------------------------------
     def _aggregate(self, final: bool = False) -> bool:
         """Aggregate the buffer into version v + 1 and write its row; True when it is the run's last."""
-        engine, cfg, env = self.engine, self.cfg, self.env
+        kit, env = self.kit, self.env
         self.version += 1
         r, now = self.version, env.now
         buffer, self.buffer = self.buffer, []
         work = [(t.task, t.timeline, self.received[t.version][t.task.down]) for t, _ in buffer]
-        arrivals = [self._weighted(a, t, tau) for a, (t, tau) in zip(engine.train(work), buffer)]
+        arrivals = [self._weighted(a, t, tau) for a, (t, tau) in zip(kit.train(work), buffer)]
         failures = [Failure(t.task.device, why) for t, why in self.window.ended]
         t_previous = self.window.t_start
-        self.state, metrics = engine.exp.strategy.aggregate(self.state, r, arrivals, failures)
-        final = final or r == cfg.stop.max_rounds or (
-            cfg.stop.max_sim_time_s is not None and now >= cfg.stop.max_sim_time_s)
-        scores = engine.evaluate(self.state) if engine.evaluation_due(r, t_previous, now, final) else {}
-        target = cfg.stop.target_accuracy
-        final = final or (cfg.stop.stop_at_target and target is not None and scores.get("accuracy", 0.0) >= target)
+        self.state, metrics = kit.strategy.aggregate(self.state, r, arrivals, failures)
+        final = final or kit.is_last(r) or kit.out_of_time(now)
+        scores = kit.scores(self.state, r, t_previous, now, final)
+        final = final or kit.reached_target(scores)
         rows = [(t, "done", t.plan.phases, tau) for t, tau in buffer]
         rows += [(t, why, t.plan.phases, None) for t, why in self.window.ended]
         if final:
             rows += [(t, "unfinished", t.plan.cut_at(now), None) for _, t in sorted(self.in_flight.items())]
-        spent = engine.spent((p, t.timeline, outcome != "done") for t, outcome, phases, _ in rows for p in phases)
         outcomes = [outcome for _, outcome, _, _ in rows]
         staleness = [tau for _, tau in buffer]
-        online = engine.exp.fleet.availability.online_at(now)
-        record = engine.record(r, t_previous, now, int(online.sum()), self.window.selected, len(buffer), outcomes,
-                               spent, metrics)
-        depleted = sum(t.battery_cut for t, why in self.window.ended if why == "dropped")
-        record |= engine.resources.excluded(online, now) | engine.resource_columns(r, now, depleted)
-        record |= {"stale": outcomes.count("stale"), "unfinished": outcomes.count("unfinished"),
-                   "staleness_mean": float(np.mean(staleness)) if staleness else math.nan,
-                   "staleness_max": max(staleness) if staleness else math.nan, **scores}
-        events = [engine.event_row(r, p, outcome, t.task) | {"task": t.number, "version": t.version,
-                                                             "staleness": math.nan if tau is None else tau}
+        online = kit.online(now)
+        row = kit.round_row(r, t_previous, now, n_online=int(online.sum()), excluded=kit.excluded(online, now),
+                            selected=self.window.selected, arrived=len(buffer), outcomes=outcomes,
+                            phases=((p, t.timeline, outcome != "done") for t, outcome, phases, _ in rows
+                                    for p in phases),
+                            metrics=metrics,
+                            depleted=sum(t.battery_cut for t, why in self.window.ended if why == "dropped"))
+        row |= {"stale": outcomes.count("stale"), "unfinished": outcomes.count("unfinished"),
+                "staleness_mean": float(np.mean(staleness)) if staleness else math.nan,
+                "staleness_max": max(staleness) if staleness else math.nan, **scores}
+        events = [kit.event_row(r, p, outcome, t.task) | {"task": t.number, "version": t.version,
+                                                          "staleness": math.nan if tau is None else tau}
                   for t, outcome, phases, tau in rows for p in phases]
-        engine.on_round(record, events)
-        engine.check_finite(r, metrics.get("train_loss", 0.0), record["loss"] if scores else 0.0)
+        kit.write(row, events)
+        kit.check_finite(r, metrics, scores)
         self.window = Window(now)
         self._forget_versions()
         if final:
@@ -225,22 +225,19 @@ class AsyncServer:
         free = self.protocol.concurrency - len(self.in_flight)
         chosen = self._pick(free) if free > 0 else []
         if chosen:
-            engine, fleet, now = self.engine, self.engine.exp.fleet, self.env.now
+            kit, now = self.kit, self.env.now
             self.dispatches += 1
-            ctx = RoundContext(self.dispatches, np.array(list(chosen)), len(chosen), engine.num_samples, fleet,
-                               self.strategy_rng, engine.resources.ratio_cap)
             capacity = self._capacity_now()
             models = self.received.setdefault(self.version, {})
-            for task in self.engine.exp.strategy.configure(self.state, ctx, self.selection):
+            for task in kit.configure(self.state, self.dispatches, np.array(list(chosen)), len(chosen)):
                 d = task.device
-                timeline = engine.timeline(task, float(capacity[d]), now)
-                offline_at, battery_cut = engine.resources.offline_at(d, now, timeline.seconds, chosen[d])
-                plan = plan_task(d, now, timeline.seconds, offline_at)
+                planned = kit.plan(task, float(capacity[d]), now, chosen[d])
                 if task.down not in models:
-                    models |= engine.deliver(self.state, {task.down})
+                    models |= kit.deliver(self.state, {task.down})
                 self.started += 1
-                self.in_flight[d] = flight = InFlight(task, timeline, plan, self.version, self.started,
-                                                      battery_cut and plan.outcome == "dropped")
+                self.in_flight[d] = flight = InFlight(task, planned.timeline, planned.plan, self.version,
+                                                      self.started,
+                                                      planned.battery_cut and planned.plan.outcome == "dropped")
                 self.window.selected += 1
                 self.env.process(self._play(flight))
         if len(chosen) < free:
@@ -249,33 +246,27 @@ class AsyncServer:
     def _pick(self, k: int) -> dict[int, float]:
         """Up to k devices, uniformly among those online and idle now, each with the end of its on-interval:
         uniform draws over the fleet kept when eligible (cheap while many are), then, where REJECTION_DRAWS
-        draws a slot were not enough, the remaining eligible devices listed and drawn from."""
-        availability, now, n = self.engine.exp.fleet.availability, self.env.now, self.engine.exp.fleet.n
-        allowed = self.engine.resources.allowed(now)  # memory and battery; None: every device
+        draws a slot were not enough, the remaining usable devices listed and drawn from."""
+        kit, now = self.kit, self.env.now
+        availability, n, selection = kit.fleet.availability, kit.fleet.n, kit.selection
+        allowed = kit.allowed(now)  # memory and battery; None: every device
         chosen: dict[int, float] = {}
         for _ in range(REJECTION_DRAWS * k):
-            d = int(self.selection.integers(n))
+            d = int(selection.integers(n))
             if d not in self.in_flight and d not in chosen and (allowed is None or allowed[d]):
                 until = availability.online_until(d, now)
                 if until > now:
                     chosen[d] = until
                     if len(chosen) == k:
                         return chosen
-        eligible = availability.online_at(now)
-        if allowed is not None:
-            eligible &= allowed
-        eligible[list(self.in_flight) + list(chosen)] = False
-        pool = np.flatnonzero(eligible)
-        for d in self.selection.choice(pool, min(k - len(chosen), len(pool)), replace=False).tolist():
+        pool = np.flatnonzero(kit.usable(now, kit.online(now), busy=list(self.in_flight) + list(chosen)))
+        for d in selection.choice(pool, min(k - len(chosen), len(pool)), replace=False).tolist():
             chosen[d] = availability.online_until(d, now)
         return chosen
 
     def _wait_for_devices(self) -> None:
         """Free slots and no idle device that can take a task: wake when the first may (online, with battery)."""
-        idle, now = np.ones(self.engine.exp.fleet.n, dtype=bool), self.env.now
-        idle[list(self.in_flight)] = False
-        next_online = self.engine.exp.fleet.availability.next_online_all(now)
-        wake = float(self.engine.resources.next_usable(now, next_online)[idle].min(initial=math.inf))
+        wake = self.kit.next_wake(self.env.now, busy=self.in_flight)
         if math.isfinite(wake) and (self.wake_at is None or wake < self.wake_at):
             self.wake_at = wake
             self.env.process(self._alarm(wake, None))
@@ -283,7 +274,7 @@ class AsyncServer:
     def _capacity_now(self) -> np.ndarray:
         """Every device's FLOP/s at the tier of the aggregation its task would feed (version + 1)."""
         if self._capacity[0] != self.version:
-            self._capacity = (self.version, self.engine.exp.fleet.train_flops_per_s(self.version + 1))
+            self._capacity = (self.version, self.kit.fleet.train_flops_per_s(self.version + 1))
         return self._capacity[1]
 
     def _checkpoint(self, finished: bool) -> None:
@@ -291,10 +282,22 @@ class AsyncServer:
         kept = {"in_flight": self.in_flight, "received": self.received, "window": self.window,
                 "buffer": self.buffer, "dispatches": self.dispatches, "started": self.started,
                 "next_tick": self.next_tick, "wake_at": self.wake_at}
-        self.engine.checkpoint(self.version, self.env, self.state, self.selection, self.strategy_rng, finished,
-                               protocol=kept)
+        self.kit.checkpoint(self.version, self.env.now, self.state, finished, kept)
 
 
-def run_async(engine, env: simpy.Environment):
-    """simpy process: the scenario's asynchronous run, from the start or from the engine's checkpoint."""
-    yield from AsyncServer(engine, env).serve()
+def wait_until(env: simpy.Environment, t: float) -> simpy.Timeout:
+    """A timeout that fires at t: simpy schedules at now + delay, and a task resumed from a checkpoint must reach
+    the very instants the unbroken run reached. Where no now + delay rounds to t (the two sit on grids that
+    interleave), it fires one float before t, the same from a checkpoint; a synchronous round instead steps along
+    its closing task's phases (sync.RoundPlay.steps), which land on t exactly."""
+    d = t - env.now
+    while env.now + d < t:
+        d = math.nextafter(d, math.inf)
+    while env.now + d > t:
+        d = math.nextafter(d, -math.inf)
+    return env.timeout(d)
+
+
+def run_async(kit: Kit, env: simpy.Environment):
+    """simpy process: the scenario's asynchronous run, from the start or from the kit's checkpoint."""
+    yield from AsyncServer(kit, env).serve()

@@ -2,7 +2,7 @@
 
 A round on the simulated clock (DESIGN.md): plan the clock first, then train only what the server will use.
 1. The strategy picks tasks among the devices online at round start (round.clients_per_round x overcommit).
-2. Each task is planned at dispatch (testbed/protocols/timeline.py): download, compute, upload, or a drop at the
+2. Each task is planned at dispatch (testbed/clock.py): download, compute, upload, or a drop at the
    instant its device goes offline. The round closes at the K-th arrival (over-commit: the rest are surplus), at
    the deadline (the rest are late), or when every task has arrived or dropped: computed from the plans at once,
    and the clock advanced to the close along the closing task's phases, so a round costs no simpy process per
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from testbed.algorithms.base import Failure, RoundContext
-from testbed.protocols.timeline import Phase, TaskPlan, plan_task
+from testbed.algorithms.base import Failure
+from testbed.clock import Phase, TaskPlan
+from testbed.protocols.kit import Kit
 from testbed.resources import idle_phase
 
 
@@ -71,83 +72,75 @@ def play_round(t0: float, plans: dict[int, TaskPlan], keep: int, deadline_s: flo
     return RoundPlay(t_end, kept, cut, phases, steps)
 
 
-def run_sync(engine, env: simpy.Environment):
-    """simpy process: the scenario's synchronous rounds, from the first or from the engine's checkpoint."""
-    cfg, fleet, strategy, resources = engine.cfg, engine.exp.fleet, engine.exp.strategy, engine.resources
-    state, selection, strategy_rng, played = engine.initial()
-    if engine.start and engine.start.finished:
+def run_sync(kit: Kit, env: simpy.Environment):
+    """simpy process: the scenario's synchronous rounds, from the first or from the kit's checkpoint."""
+    cfg = kit.scenario
+    start = kit.begin()
+    if start.finished:
         return
+    state, played = start.state, start.played
     t_previous = env.now  # the end of the last round: evaluation.every_s counts from it
     for r in range(played + 1, cfg.stop.max_rounds + 1):
-        if cfg.stop.max_sim_time_s is not None and env.now >= cfg.stop.max_sim_time_s:
+        if kit.out_of_time(env.now):
             break
-        online, n_online, excluded = yield from usable_devices(engine, env)
+        online, n_online, excluded = yield from usable_devices(kit, env)
         if online is None:  # nobody will be able to train again
             break
         t_start = env.now
-        ctx = RoundContext(r, online, cfg.round.n_select, engine.num_samples, fleet, strategy_rng,
-                           resources.ratio_cap)
-        tasks = {t.device: t for t in strategy.configure(state, ctx, selection)}
-        capacity = fleet.train_flops_per_s(r)
-        timelines = {d: engine.timeline(t, float(capacity[d]), t_start) for d, t in tasks.items()}
-        ends = np.array([t_start + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
-        online_until = fleet.availability.online_until_each(np.fromiter(tasks, np.int64, len(tasks)), t_start, ends)
-        offline = {d: resources.offline_at(d, t_start, timelines[d].seconds, until)
-                   for d, until in zip(tasks, online_until.tolist())}
-        plans = {d: plan_task(d, t_start, timelines[d].seconds, at) for d, (at, _) in offline.items()}
-        play = play_round(t_start, plans, cfg.round.clients_per_round, cfg.round.deadline_s)
+        tasks = {t.device: t for t in kit.configure(state, r, online, cfg.round.n_select)}
+        planned = kit.plan_round(tasks, r, t_start)
+        play = play_round(t_start, {d: p.plan for d, p in planned.items()}, cfg.round.clients_per_round,
+                          cfg.round.deadline_s)
         for step in play.steps:
             yield env.timeout(step)
-        phases = play.phases + idle_waits(engine, play)
-        resources.drain_all(phases)
-        received = engine.deliver(state, {tasks[d].down for d in play.kept})
-        work = [(tasks[d], timelines[d], received[tasks[d].down]) for d in sorted(play.kept)]
-        state, metrics = strategy.aggregate(state, r, engine.train(work),
-                                            [Failure(d, why) for d, why in sorted(play.cut.items())])
+        phases = play.phases + idle_waits(kit, play)
+        kit.drain(phases)
+        received = kit.deliver(state, {tasks[d].down for d in play.kept})
+        work = [(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.kept)]
+        state, metrics = kit.strategy.aggregate(state, r, kit.train(work),
+                                                [Failure(d, why) for d, why in sorted(play.cut.items())])
         server_flops = int(metrics.pop("server_flops", 0))
-        server_rows = yield from engine.server_work(env, r, server_flops)
-        spent = engine.spent((p, None if p.phase == "idle" else timelines[p.device], p.device in play.cut)
-                             for p in phases)
-        record = engine.record(r, t_start, env.now, n_online, len(tasks), len(play.kept),
-                               list(play.cut.values()), spent, metrics)
-        depleted = sum(battery and play.cut.get(d) == "dropped" for d, (_, battery) in offline.items())
-        record |= {"server_flops": server_flops} | excluded | engine.resource_columns(r, env.now, depleted)
-        record |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # e.g. pruning.csv, (re)written
-        evaluated = engine.evaluation_due(r, t_previous, env.now, final=r == cfg.stop.max_rounds)
+        server_rows = yield from kit.server_work(env, r, server_flops)
+        depleted = sum(p.battery_cut and play.cut.get(d) == "dropped" for d, p in planned.items())
+        row = kit.round_row(r, t_start, env.now, n_online=n_online, excluded=excluded, selected=len(tasks),
+                            arrived=len(play.kept), outcomes=list(play.cut.values()),
+                            phases=((p, None if p.phase == "idle" else planned[p.device].timeline,
+                                     p.device in play.cut) for p in phases),
+                            metrics=metrics, depleted=depleted)
+        row["server_flops"] = server_flops
+        row |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # e.g. pruning.csv, (re)written
+        scores = kit.scores(state, r, t_previous, env.now, final=kit.is_last(r))
         t_previous = env.now
-        if evaluated:
-            record |= engine.evaluate(state)
-        events = [engine.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device]) for p in phases]
-        engine.on_round(record, events + server_rows)
-        engine.check_finite(r, metrics.get("train_loss", 0.0), record["loss"] if evaluated else 0.0)
+        row |= scores
+        events = [kit.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device]) for p in phases]
+        kit.write(row, events + server_rows)
+        kit.check_finite(r, metrics, scores)
         played = r
-        target = cfg.stop.target_accuracy
-        if cfg.stop.stop_at_target and target is not None and record.get("accuracy", 0.0) >= target:
+        if kit.reached_target(scores):
             break
-        if r % cfg.checkpoint.every_rounds == 0 and r < cfg.stop.max_rounds:
-            engine.checkpoint(r, env, state, selection, strategy_rng, finished=False)
-    engine.checkpoint(played, env, state, selection, strategy_rng, finished=True)
+        if not kit.is_last(r) and kit.checkpoint_due(r - 1, r):
+            kit.checkpoint(r, env.now, state, finished=False)
+    kit.checkpoint(played, env.now, state, finished=True)
 
 
-def usable_devices(engine, env: simpy.Environment):
+def usable_devices(kit: Kit, env: simpy.Environment):
     """simpy process: (ids of the devices that can take a task now: online, and with memory and battery where
     those are modelled; how many are online; how many of those memory and battery exclude), waiting for the first
     to be back where none can; ids None where none ever will."""
-    fleet, resources = engine.exp.fleet, engine.resources
     while True:
-        online = fleet.availability.online_at(env.now)
-        usable = resources.usable(online, env.now)
+        online = kit.online(env.now)
+        usable = kit.usable(env.now, online)
         if usable.any():
-            return np.flatnonzero(usable), int(online.sum()), resources.excluded(online, env.now)
-        wake = float(resources.next_usable(env.now, fleet.availability.next_online_all(env.now)).min())
+            return np.flatnonzero(usable), int(online.sum()), kit.excluded(online, env.now)
+        wake = kit.next_wake(env.now)
         if math.isinf(wake):
             return None, 0, {}
         yield env.timeout(wake - env.now)
 
 
-def idle_waits(engine, play: RoundPlay) -> list[Phase]:
+def idle_waits(kit: Kit, play: RoundPlay) -> list[Phase]:
     """With idle energy: each kept device's wait, from its upload's end to the round's close."""
-    if not engine.resources.idle_energy:
+    if not kit.idle_energy:
         return []
     ends = {p.device: p.end_s for p in play.phases if p.phase == "upload" and p.completed}
     waits = (idle_phase(d, ends[d], play.t_end) for d in play.kept)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from testbed.errors import TestbedError
-from testbed.protocols.timeline import PHASES, Phase
+from testbed.clock import PHASES, Phase
 from testbed.resources.energy import PhaseEnergy, idle_phase
 from testbed.resources.memory_limits import MB, MemoryLimits
 

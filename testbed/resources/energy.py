@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from testbed.protocols.timeline import Phase
+from testbed.clock import Phase
 
 # Which of a profile's power figures each phase draws (devices/profiles.py POWER_FIELDS).
 PHASE_POWER = {"download": "down_W", "compute": "train_W", "upload": "up_W", "idle": "idle_W"}

@@ -1,6 +1,6 @@
 """A task's timeline on a device whose FLOP/s or link rates fluctuate (devices/rates.py).
 
-The task is dispatched at t0 and its phases run back to back, as in testbed/protocols/timeline.py: the download
+The task is dispatched at t0 and its phases run back to back, as in testbed/clock.py: the download
 waits the latency, then its bytes flow at down_Bps x the bandwidth factor; compute runs its FLOPs at the FLOP/s x
 the speed factor; the upload waits the latency, then flows at up_Bps x the bandwidth factor. Each duration
 integrates the piecewise-constant factor exactly from the phase's start (Rates.duration); a device whose factor
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.algorithms.base import Timeline
+from testbed.clock import Timeline
 from testbed.flops import FLOPS_PER_MULTIPLY_ADD
 
 

@@ -11,7 +11,7 @@ from pydantic import (AfterValidator, Field, NonNegativeFloat, PositiveFloat, Po
 
 import devices
 from testbed.schema.availability import AlwaysOn, Availability
-from testbed.schema.common import Capability, Strict, existing_file, registered
+from testbed.schema.common import Capability, Strict, existing_file
 from testbed.schema.resources import Battery, Rate
 
 
@@ -181,4 +181,5 @@ class Server(Strict):
     """The server's hardware: its own work (FedDU's steps on its data, FedAP's pruning) is charged to it on the
     simulated clock."""
 
-    profile: registered("device profile", devices.CATALOG) = "server_a100"
+    profile: ProfileName = "server_a100"   # a built-in profile or one of fleet.catalog's files'
+

@@ -1,5 +1,6 @@
 """User code named from a scenario (testbed/plugins.py): algorithms, models and datasets by 'module:attribute'
 reference or by a short name an installed package registers; the same one-line errors as built-ins."""
+import sys
 import textwrap
 
 import pandas as pd
@@ -118,7 +119,9 @@ def user_code(tmp_path, monkeypatch):
     (tmp_path / "user_code.py").write_text(USER_MODULE)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "user_code", raising=False)  # this test's file, not an earlier test's
     yield tmp_path
+    sys.modules.pop("user_code", None)
 
 
 def run(folder, raw, *sets):

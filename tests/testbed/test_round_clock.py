@@ -11,7 +11,7 @@ import pytest
 import simpy
 
 from testbed.protocols.sync import RoundPlay, play_round
-from testbed.protocols.timeline import PHASES, Phase, plan_task
+from testbed.clock import PHASES, Phase, plan_task
 
 
 def _run_task(env, plan, done):

@@ -1,0 +1,317 @@
+"""The kit every protocol shares: all a protocol may ask of the run, typed, and nothing else.
+
+A protocol (sync.py, asynchronous.py) owns the simpy clock and decides who trains when; it plans each task's
+clock first and trains only what the server will use. For everything else it asks the kit:
+- the run: `scenario`, `fleet`, `strategy`, the `selection` and `strategy_rng` streams, and where it starts
+  (`begin`: fresh, or where a checkpoint left it, with what the protocol kept there);
+- who may take a task at t (`online`, `allowed`, `usable`, `excluded`) and, where nobody can, when the first may
+  (`next_wake`): the same answer for a synchronous round and for an asynchronous free slot;
+- a task: `configure` (the strategy picks tasks among candidates), `plan` / `plan_round` (its timeline, bytes over
+  the links and FLOPs over the device's FLOP/s, and its plan on the clock until its device goes offline or its
+  battery empties), `drain` (its phases drain batteries), `deliver` (the model as each downlink delivers it),
+  `train` (the real training of the updates the server uses, each from the model it was sent) and the server's
+  own work (`server_work`, on its profile's clock);
+- the run folder: `round_row` (a row of rounds.csv), `event_row` (a row of events.csv), `scores` (evaluation,
+  when due), `write` (hand a round's rows on);
+- the rules: `out_of_time`, `is_last`, `reached_target` (when to stop), `checkpoint_due` and `checkpoint`, and
+  `check_finite` (a diverged model stops the run).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Generator, Iterable
+
+import numpy as np
+import simpy
+
+import devices
+from testbed.algorithms.base import Arrival, Params, RoundContext, ServerState, Strategy, Task
+from testbed.checkpoint import Checkpoint
+from testbed.clock import Phase, TaskPlan, Timeline, plan_task
+from testbed.errors import TestbedError
+from testbed.execution import TrainJob
+from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
+from testbed.payload import transmit
+from testbed.protocols.evaluation import Evaluation
+from testbed.resources import Resources
+from testbed.resources.timing import varying_timeline
+from testbed.scenario import Experiment, Purpose, Scenario, stream
+from testbed.store import ClientStore
+
+SERVER = -1  # the device column of the server's own work in events.csv (phase "server")
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a run begins: fresh, or where a checkpoint left it."""
+
+    state: ServerState
+    played: int      # the last round (aggregation) played: 0 when fresh
+    resumed: bool    # from a checkpoint
+    finished: bool   # the checkpoint is the run's end: nothing is left to play
+    kept: dict       # what the protocol kept in the checkpoint (async: tasks in flight, ...); {} when fresh
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A task as planned at dispatch: what it costs, and how it plays out on the clock."""
+
+    task: Task
+    timeline: Timeline
+    plan: TaskPlan
+    battery_cut: bool   # its device is lost when its battery empties, before its on-interval ends
+
+
+class Kit:
+    """The shared pieces of one run, handed to its protocol. `on_round` receives each round's row and event rows,
+    `on_checkpoint` a Checkpoint (where it is given); `start`: a checkpoint to go on from; `resources`: the run's
+    device resources, where the caller built them already."""
+
+    def __init__(self, exp: Experiment, on_round: Callable[[dict, list[dict]], None],
+                 on_checkpoint: Callable[[Checkpoint], None] | None = None, start: Checkpoint | None = None,
+                 resources: Resources | None = None):
+        self.scenario: Scenario = exp.scenario
+        self.fleet: devices.Fleet = exp.fleet
+        self.strategy: Strategy = exp.strategy
+        seed = self.scenario.seed
+        self.selection = np.random.default_rng(stream(seed, Purpose.SELECTION))   # who is picked
+        self.strategy_rng = np.random.default_rng(stream(seed, Purpose.STRATEGY))  # the strategy's own draws
+        self._exp, self._on_round, self._on_checkpoint, self._start = exp, on_round, on_checkpoint, start
+        self._params = {n: p.detach().clone() for n, p in exp.model.named_parameters()}
+        self._shapes = {n: p.shape for n, p in self._params.items()}
+        server = self.scenario.fleet.profiles[self.scenario.server.profile]
+        self._server_flops_per_s = server.peak_flops * server.efficiency
+        self._payload_sizes: dict = {}
+        self._forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
+        self._num_samples = exp.clients.num_samples
+        self._evaluation = Evaluation(exp)
+        self._resources = resources or Resources(exp)  # built by the caller where it checks the fleet first
+        # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
+        # the run so the final state stays readable (its spill folder goes when the store is collected)
+        self._device_state = ClientStore(self.scenario.device_state.max_in_memory)
+
+    # ---- the run ------------------------------------------------------------------------------------------
+    def begin(self) -> Start:
+        """The server state to start from: fresh, or the checkpoint's, with the streams, the devices' kept state
+        and their resources restored."""
+        start = self._start
+        if start is None:
+            return Start(replace(self.strategy.init(self._params), clients=self._device_state), 0, False, False, {})
+        self._device_state.update(start.state.clients)
+        self._resources.restore(start.resources)
+        self.selection.bit_generator.state = start.selection
+        self.strategy_rng.bit_generator.state = start.strategy_rng
+        return Start(replace(start.state, clients=self._device_state), start.round, True, start.finished,
+                     start.protocol)
+
+    # ---- who may take a task ------------------------------------------------------------------------------
+    def online(self, t: float) -> np.ndarray:
+        """(n,) bool: the devices online at t."""
+        return self.fleet.availability.online_at(t)
+
+    def allowed(self, t: float) -> np.ndarray | None:
+        """(n,) bool: fitting a task in memory and with battery enough to start at t; None where neither is
+        modelled (every device is), so that a hot path need not build an all-True array."""
+        return self._resources.allowed(t)
+
+    def usable(self, t: float, online: np.ndarray, busy: Iterable[int] = ()) -> np.ndarray:
+        """(n,) bool: who can take a task at t: online (`online`, the mask at t), allowed, and not busy."""
+        usable = self._resources.usable(online, t)
+        usable[list(busy)] = False
+        return usable
+
+    def excluded(self, online: np.ndarray, t: float) -> dict[str, int]:
+        """How many online devices memory and battery keep out at t: rounds.csv's excluded_* columns."""
+        return self._resources.excluded(online, t)
+
+    def next_wake(self, t: float, busy: Iterable[int] = ()) -> float:
+        """Where nobody not busy is usable at t, a lower bound on when the first may be (online, with battery
+        enough): waking there and asking again makes progress; inf where none ever will."""
+        idle = np.ones(self.fleet.n, dtype=bool)
+        idle[list(busy)] = False
+        wake = self._resources.next_usable(t, self.fleet.availability.next_online_all(t))
+        return float(wake[idle].min(initial=math.inf))
+
+    # ---- a task -------------------------------------------------------------------------------------------
+    def configure(self, state: ServerState, r: int, candidates: np.ndarray, n_select: int) -> list[Task]:
+        """The strategy's tasks for round (dispatch) r, among the candidate device ids, n_select of them."""
+        ctx = RoundContext(r, candidates, n_select, self._num_samples, self.fleet, self.strategy_rng,
+                           self._resources.ratio_cap)
+        return self.strategy.configure(state, ctx, self.selection)
+
+    def plan(self, task: Task, capacity_flops_per_s: float, t0: float, online_until: float) -> Planned:
+        """The task dispatched at t0 to a device of this FLOP/s, online until online_until."""
+        return self._planned(task, self._timeline(task, capacity_flops_per_s, t0), t0, online_until)
+
+    def plan_round(self, tasks: dict[int, Task], r: int, t0: float) -> dict[int, Planned]:
+        """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r."""
+        capacity = self.fleet.train_flops_per_s(r)
+        timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
+        ends = np.array([t0 + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
+        online_until = self.fleet.availability.online_until_each(np.fromiter(tasks, np.int64, len(tasks)), t0, ends)
+        return {d: self._planned(tasks[d], timelines[d], t0, until) for d, until in zip(tasks, online_until.tolist())}
+
+    def _planned(self, task: Task, timeline: Timeline, t0: float, online_until: float) -> Planned:
+        offline_at, battery_cut = self._resources.offline_at(task.device, t0, timeline.seconds, online_until)
+        return Planned(task, timeline, plan_task(task.device, t0, timeline.seconds, offline_at), battery_cut)
+
+    def _timeline(self, task: Task, capacity_flops_per_s: float, t0: float) -> Timeline:
+        """The task's bytes, FLOPs and phase durations, dispatched at t0 (which matters where rates fluctuate)."""
+        fleet, d = self.fleet, task.device
+        flops = training_flops(task.forward_flops or self._forward_flops, task.samples_processed)
+        bytes_down, bytes_up = self._nbytes(task.down), self._nbytes(task.up)
+        latency, down_Bps, up_Bps = float(fleet.latency_s[d]), float(fleet.down_Bps[d]), float(fleet.up_Bps[d])
+        if self._resources.varying:
+            compute_seconds(flops, capacity_flops_per_s)  # its checks
+            return varying_timeline(d, t0, bytes_down, flops, bytes_up, latency, down_Bps, up_Bps,
+                                    capacity_flops_per_s, fleet.speed, fleet.bandwidth)
+        seconds = (latency + bytes_down / down_Bps, compute_seconds(flops, capacity_flops_per_s),
+                   latency + bytes_up / up_Bps)
+        return Timeline(bytes_down, flops, bytes_up, latency, down_Bps, up_Bps, seconds)
+
+    def _nbytes(self, codec) -> int:
+        """A codec's payload size for this model; computed once where it depends on the shapes alone."""
+        if not codec.depends_only_on_shapes:
+            return codec.nbytes(self._shapes)
+        if codec not in self._payload_sizes:
+            self._payload_sizes[codec] = codec.nbytes(self._shapes)
+        return self._payload_sizes[codec]
+
+    @property
+    def idle_energy(self) -> bool:
+        """Whether a device that uploaded before its synchronous round closed pays for its wait (resources)."""
+        return self._resources.idle_energy
+
+    def drain(self, phases: list[Phase]) -> None:
+        """These phases (a round's, or a task's) drain their devices' batteries, each device's in order."""
+        self._resources.drain_all(phases)
+
+    def deliver(self, state: ServerState, codecs) -> dict:
+        """The model as each downlink codec delivers it to a device: what the strategy broadcasts (the model;
+        FedAdam adds its moments), encoded and decoded."""
+        sent = self.strategy.broadcast(state)
+        return {codec: transmit(codec, sent, self._shapes) for codec in codecs}
+
+    def train(self, work: list[tuple[Task, Timeline, Params]]) -> list[Arrival]:
+        """Real training of the tasks whose updates the server uses, each from the model it received, in the
+        given order; their arrivals as the server decodes them."""
+        exp = self._exp
+        jobs = [TrainJob(task, received, exp.clients.train[task.device],
+                         (self.scenario.seed, Purpose.TRAINING, task.round, task.device))
+                for task, _, received in work]
+        results = exp.executor.train(self.strategy, jobs)
+        arrivals = []
+        for (task, timeline, _), result in zip(work, results):
+            d, up = task.device, result.up or task.up
+            if self._nbytes(up) != timeline.bytes_up:  # the clock was planned with the task's codec
+                raise AssertionError(f"device {d}: uploads {self._nbytes(up)} bytes, "
+                                     f"the round was planned with {timeline.bytes_up}")
+            arrivals.append(Arrival(d, task.num_samples, transmit(up, result.update, self._shapes), result.metrics,
+                                    result.local_state, timeline, task))
+        return arrivals
+
+    def server_work(self, env: simpy.Environment, r: int, flops: int) -> Generator[simpy.Event, None, list[dict]]:
+        """simpy process: the server's own compute after aggregating (a strategy's metrics["server_flops"]:
+        FedDU's steps on its data, FedAP's pruning), on the server profile's clock before the next round; returns
+        its event rows."""
+        if not flops:
+            return []
+        start = env.now
+        yield env.timeout(compute_seconds(flops, self._server_flops_per_s))
+        return [{"device": SERVER, "round": r, "phase": "server", "start_s": start, "end_s": env.now,
+                 "outcome": "done", "ratio": math.nan}]
+
+    # ---- the run folder -----------------------------------------------------------------------------------
+    def round_row(self, r: int, t_start: float, t_end: float, *, n_online: int, excluded: dict[str, int],
+                  selected: int, arrived: int, outcomes: list[str],
+                  phases: Iterable[tuple[Phase, Timeline | None, bool]], metrics: dict, depleted: int) -> dict:
+        """The row of rounds.csv of round (aggregation) r, before evaluation: its span, how many devices were
+        online (and kept out by memory and battery), selected, arrived and cut for each reason (`outcomes`, one
+        per cut task), what its `phases` spent (each with its task's timeline, None for an idle wait, and whether
+        its work is wasted), the strategy's training loss, and what batteries add (`depleted`: tasks dropped by
+        an empty battery)."""
+        row = {"round": r, "t_start_s": t_start, "t_end_s": t_end, "online": n_online, "selected": selected,
+               "arrived": arrived, "dropped": outcomes.count("dropped"), "late": outcomes.count("late"),
+               "surplus": outcomes.count("surplus"), **self._spent(phases), "server_flops": 0,
+               "train_loss": metrics.get("train_loss", math.nan), "accuracy": math.nan, "loss": math.nan,
+               "local_accuracy": math.nan, "local_accuracy_p10": math.nan}
+        row |= excluded
+        if self._resources.batteries is not None:
+            row |= {"depleted": depleted, "battery": self._resources.battery_rows(r, t_end)}
+        return row
+
+    def _spent(self, phases: Iterable[tuple[Phase, Timeline | None, bool]]) -> dict[str, int]:
+        """Bytes and FLOPs of these phases, spent and wasted; and their joules where energy is accounted."""
+        spent = {"bytes_down": 0, "bytes_up": 0, "flops": 0, "wasted_bytes": 0, "wasted_flops": 0}
+        joules, wasted_joules = [], []
+        energy = self._resources.energy is not None
+        for ph, timeline, wasted in phases:
+            if energy:
+                joules.append(self._resources.joules(ph))
+                wasted_joules += joules[-1:] if wasted else []
+            if timeline is None:
+                continue
+            nbytes, flops = timeline.spent(ph.phase, ph.end_s - ph.start_s, ph.completed)
+            spent["bytes_down" if ph.phase == "download" else "bytes_up"] += nbytes
+            spent["flops"] += flops
+            if wasted:
+                spent["wasted_bytes"] += nbytes
+                spent["wasted_flops"] += flops
+        if not energy:
+            return spent
+        return spent | {"energy_J": math.fsum(joules), "wasted_energy_J": math.fsum(wasted_joules)}
+
+    def event_row(self, r: int, p: Phase, outcome: str, task: Task) -> dict:
+        """The row of events.csv of phase p of a task of round (aggregation) r, which ended as `outcome`."""
+        row = {"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
+               "outcome": outcome, "ratio": math.nan if task.ratio is None else task.ratio}
+        return row if self._resources.energy is None else row | {"energy_J": self._resources.joules(p)}
+
+    def scores(self, state: ServerState, r: int, t_previous: float, t: float, final: bool) -> dict[str, float]:
+        """The model's scores where round r, ending at t after the previous one ended at t_previous, is evaluated
+        (protocols/evaluation.py; `final`: the run's last round is); {} where it is not."""
+        return self._evaluation.scores(state) if self._evaluation.due(r, t_previous, t, final) else {}
+
+    def write(self, row: dict, events: list[dict]) -> None:
+        """Hand round r's row and event rows to the run folder."""
+        self._on_round(row, events)
+
+    # ---- the rules ----------------------------------------------------------------------------------------
+    def out_of_time(self, t: float) -> bool:
+        """Whether the simulated clock has reached stop.max_sim_time_s: no round starts, the run ends."""
+        limit = self.scenario.stop.max_sim_time_s
+        return limit is not None and t >= limit
+
+    def is_last(self, r: int) -> bool:
+        """Whether round (aggregation) r is stop.max_rounds."""
+        return r == self.scenario.stop.max_rounds
+
+    def reached_target(self, scores: dict[str, float]) -> bool:
+        """Whether these scores stop the run: stop.stop_at_target, and accuracy at or above the target."""
+        stop = self.scenario.stop
+        return stop.stop_at_target and stop.target_accuracy is not None and \
+            scores.get("accuracy", 0.0) >= stop.target_accuracy
+
+    def checkpoint_due(self, saved: int, r: int) -> bool:
+        """Whether round (aggregation) r passed a multiple of checkpoint.every_rounds since the last checkpoint,
+        at round `saved`."""
+        every = self.scenario.checkpoint.every_rounds
+        return r // every > saved // every
+
+    def checkpoint(self, r: int, now: float, state: ServerState, finished: bool, kept: dict | None = None) -> None:
+        """Hand the end of round (aggregation) r, at simulated time `now`, to on_checkpoint, with the streams and
+        the resources' state; `kept`: what the protocol carries on of its own."""
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(Checkpoint(r, now, state, self.selection.bit_generator.state,
+                                           self.strategy_rng.bit_generator.state, finished, protocol=kept or {},
+                                           resources=self._resources.state()))
+
+    @staticmethod
+    def check_finite(r: int, metrics: dict, scores: dict[str, float]) -> None:
+        """A diverged model stops the run, its rows written by now: a NaN or infinite mean training loss of the
+        arrivals (0 in a round nobody reached) or test loss (0 in a round without evaluation)."""
+        for what, value in (("training loss", metrics.get("train_loss", 0.0)), ("test loss", scores.get("loss", 0.0))):
+            if not math.isfinite(value):
+                raise TestbedError(f"round {r}: the model diverged ({what} {value}); "
+                                   "lower client.lr or the server learning rate")
