@@ -1,2 +1,21 @@
-"""Edge-device emulation testbed for federated learning."""
+"""Edge-device emulation testbed for federated learning.
+
+The Python API (testbed/api.py): `testbed.run`, `load_run`, `sweep`, `report`, `compare`, `validate`, with their
+`Run` and `Report`. `import testbed` stays light (no torch, no pandas): the API is imported on first use of one
+of its names (PEP 562), so that the command line's one-line errors stay fast.
+"""
 __version__ = "0.1.0"
+__all__ = ["Report", "Run", "RunsFailed", "TestbedError", "compare", "load_run", "report", "run", "sweep",
+           "validate"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from testbed import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

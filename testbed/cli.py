@@ -1,10 +1,11 @@
-"""`testbed run | validate | report`: the command line. Bad input ends in one line on stderr and exit code 2."""
+"""`testbed run | validate | sweep | report | compare | models`: the command line, a thin layer over the Python API
+(testbed/api.py): it turns flags into API calls and prints what they return. Bad input ends in one line on stderr
+and exit code 2."""
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 from testbed import plugins
@@ -14,48 +15,36 @@ EXIT_BUG, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
 
 def _run(args) -> None:
-    from analysis.report import write_report
-    from testbed import scenario as sc
-    from testbed.runner import run_scenario
+    from testbed import api
 
-    if args.seeds is not None:
-        return _run_seeds(args)
-    if args.jobs > 1 or args.ray:
+    if args.seeds is None and (args.jobs > 1 or args.ray):
         raise TestbedError("--jobs and --ray run several seeds at once: add --seeds, e.g. --seeds 0,1,2")
-    overrides = list(args.set or []) + ([f"seed={args.seed}"] if args.seed is not None else [])
-    scenario = sc.load(args.file, overrides)
-    path, summary = run_scenario(scenario, args.file, args.out, args.quiet, args.resume)
-    table, plots = write_report([path], path / "plots")
-    print(f"\nrun folder: {path} ({_protocol(scenario)})")
+    if args.seeds is not None and args.seed is not None:
+        raise TestbedError("--seed and --seeds: give one of them")
+    try:
+        result = api.run(args.file, set=args.set or [], seed=args.seed, seeds=args.seeds, out=args.out,
+                         quiet=args.quiet, resume=args.resume, jobs=args.jobs, ray=args.ray)
+    except api.RunsFailed as err:
+        _print_seeds(err.runs)
+        raise
+    if args.seeds is not None:
+        return _print_seeds(result)
+    summary = result.summary
+    print(f"\nrun folder: {result.path} ({_protocol(result.scenario)})")
     print(f"non-IID degree: {summary['non_iid_degree']:.3f} (mean JS divergence of the devices' labels to all "
           "labels, bits; per device in devices.csv)")
     if "server_samples" in summary:
         print(f"server data: {summary['server_samples']} samples, non-IID degree "
               f"{summary['server_non_iid_degree']:.3f} (its labels against all device data's)")
-    print(f"\n{table}\n\nplots:")
-    print("\n".join(f"  {p}" for p in plots))
+    print(f"\n{result.report.text}\n\nplots:")
+    print("\n".join(f"  {p}" for p in result.report.files))
 
 
-def _run_seeds(args) -> None:
-    """--seeds 0,1,2: one run per seed, --jobs at a time (or on Ray), then one report over them."""
-    from analysis.report import write_report
-    from testbed import scenario as sc
-    from testbed.parallel import Job, progress_printer, run_jobs
-    from testbed.runlog import run_folder
-
-    if args.seed is not None:
-        raise TestbedError("--seed and --seeds: give one of them")
-    scenarios = [sc.load(args.file, list(args.set or []) + [f"seed={seed}"]) for seed in args.seeds]
-    jobs = [Job(s, f"{args.file} (seed {s.seed})", Path(args.out), args.resume, f"seed {s.seed}") for s in scenarios]
-    outcomes = run_jobs(jobs, args.jobs, args.ray, progress_printer(len(jobs)))
-    folders = [run_folder(args.out, o.job.scenario) for o in outcomes if o.error is None]
-    if folders:
-        table, _ = write_report(folders, folders[0].parent / "plots")
-        print(f"\n{table}\n\nrun folders: {folders[0].parent}/<seed>; plots: {folders[0].parent / 'plots'}")
-    failed = [o for o in outcomes if o.error is not None]
-    if failed:
-        raise TestbedError(f"{len(failed)} of {len(outcomes)} runs did not complete "
-                           f"({', '.join(o.job.label for o in failed)}); their folders say how they ended")
+def _print_seeds(runs) -> None:
+    """--seeds: the report over the runs that completed, and where their folders are."""
+    if runs:
+        scenario = runs[0].path.parent
+        print(f"\n{runs[0].report.text}\n\nrun folders: {scenario}/<seed>; plots: {scenario / 'plots'}")
 
 
 def _seeds(text: str) -> list[int]:
@@ -69,66 +58,44 @@ def _seeds(text: str) -> list[int]:
 
 
 def _validate(args) -> None:
-    from testbed import scenario as sc
+    from testbed import api
 
     for file in args.files:
-        s = sc.load(file, args.set or [])
-        print(f"{file}: ok ({s.algorithm.name} on {s.data.name}, {s.fleet.size} devices, {_protocol(s)})")
+        s = api.validate(file, set=args.set or [])
+        print(f"{file}: ok ({s.algorithm.name} on {s.data.name}, {s.fleet.size} devices, "
+              f"{_protocol(s.model_dump(mode='json'))})")
 
 
-def _protocol(s) -> str:
-    """The scenario's protocol in a few words."""
-    p = s.protocol
-    if p.kind == "sync":
-        return f"{s.round.clients_per_round} per round"
-    triggers = ([f"every {p.buffer_size} updates"] if p.buffer_size else []) + (
-        [f"every {p.period_s:g} s"] if p.period_s else [])
-    rule = f"FedAsync mixing {p.mixing:g}" if p.mixing else "FedBuff"
-    unused = "; round: not used" if s.round is not None else ""
-    return f"async: {p.concurrency} in flight, aggregating {' or '.join(triggers)} ({rule}{unused})"
-
-
-@contextmanager
-def _analysis_errors():
-    """What the analysis raises about its input, as one-line errors."""
-    from analysis.compare import UnknownBaseline
-    from analysis.report import MissingMetric
-    from analysis.runs import DamagedRun
-
-    try:
-        yield
-    except FileNotFoundError as err:
-        raise TestbedError(str(err).strip("'\"")) from None
-    except DamagedRun as err:
-        raise TestbedError(str(err)) from None
-    except UnknownBaseline as err:
-        raise TestbedError(str(err)) from None
-    except MissingMetric as err:
-        raise TestbedError(f"{err} (or report on --metric accuracy)") from None
+def _protocol(s: dict) -> str:
+    """The protocol of a scenario (as its resolved YAML holds it) in a few words."""
+    p = s["protocol"]
+    if p["kind"] == "sync":
+        return f"{s['round']['clients_per_round']} per round"
+    triggers = ([f"every {p['buffer_size']} updates"] if p.get("buffer_size") else []) + (
+        [f"every {p['period_s']:g} s"] if p.get("period_s") else [])
+    rule = f"FedAsync mixing {p['mixing']:g}" if p.get("mixing") else "FedBuff"
+    unused = "; round: not used" if s.get("round") is not None else ""
+    return f"async: {p['concurrency']} in flight, aggregating {' or '.join(triggers)} ({rule}{unused})"
 
 
 def _report(args) -> None:
-    from analysis.pages import write_pages
+    from testbed import api
 
-    out = args.out or (Path(args.runs[0]) / "plots" if len(args.runs) == 1 else Path("report"))
-    with _analysis_errors():
-        table, written = write_pages(args.runs, out, args.target, args.baseline, args.metric)
-    print(table + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in written))
+    report = api.report(args.runs, out=args.out, targets=args.target, baseline=args.baseline, metric=args.metric)
+    print(report.text + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in report.files))
 
 
 def _compare(args) -> None:
-    from analysis.compare import write_compare
-    from analysis.report import format_seed_table
+    from testbed import api
 
-    with _analysis_errors():
-        table, written = write_compare(args.runs, args.out, args.target, args.baseline, args.metric)
-    print(format_seed_table(table) + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in written))
+    report = api.compare(args.runs, out=args.out, targets=args.target, baseline=args.baseline, metric=args.metric)
+    print(report.text + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in report.files))
 
 
 def _sweep(args) -> None:
-    from testbed.sweep import sweep
+    from testbed import api
 
-    sweep(args.file, args.grid, args.set or [], args.out, args.quiet, args.jobs, args.ray)
+    api.sweep(args.file, args.grid, set=args.set or [], out=args.out, quiet=args.quiet, jobs=args.jobs, ray=args.ray)
 
 
 def _models(args) -> None:

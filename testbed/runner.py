@@ -26,7 +26,7 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
 
 def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resume: bool,
          threads: int) -> tuple[Path, dict]:
-    from tqdm import tqdm
+    from tqdm.auto import tqdm  # a notebook gets its own widget, a terminal the text bar
 
     from testbed import checkpoint
     from testbed.engine import Engine

@@ -69,7 +69,7 @@ def test_a_bug_outside_a_run_writes_its_traceback_to_a_temporary_file(scenario, 
 
     import testbed.scenario as sc
 
-    monkeypatch.setattr(sc, "load", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(sc, "validate", lambda *a, **k: 1 / 0)
     assert main(["validate", str(scenario)]) == 1
     log = Path(one_line(capsys).split("traceback in ")[1].split(";")[0])
     assert "ZeroDivisionError" in log.read_text()

@@ -47,7 +47,7 @@ class Combination:
 def parse_grid(items: list[str]) -> dict[str, list]:
     """['algorithm=[fedavg,fedlps]', 'seed=[0,1]'] -> {'algorithm.name': ['fedavg', 'fedlps'], 'seed': [0, 1]}.
     Values are YAML, as --set's; a single value is a one-value axis."""
-    grid = {}
+    axes = []
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key or not text:
@@ -56,14 +56,24 @@ def parse_grid(items: list[str]) -> dict[str, list]:
             values = yaml.safe_load(text)
         except yaml.YAMLError:
             raise TestbedError(f"--grid {item}: {text} is not a YAML list; write e.g. [0.1, 0.01]") from None
+        axes.append((key, values, f"--grid {item}"))
+    return grid_of(axes)
+
+
+def grid_of(axes: list[tuple[str, object, str]]) -> dict[str, list]:
+    """The grid of (field, values, origin) axes, `origin` (how the user gave the axis) starting its errors: an
+    alias resolved ('algorithm' -> 'algorithm.name'), a single value as a one-value axis, and an empty axis, a
+    field given twice or a value listed twice refused."""
+    grid = {}
+    for key, values, origin in axes:
         values = values if isinstance(values, list) else [values]
         path = ALIASES.get(key, key)
         if not values:
-            raise TestbedError(f"--grid {item}: no values; list at least one")
+            raise TestbedError(f"{origin}: no values; list at least one")
         if path in grid:
-            raise TestbedError(f"--grid {item}: {path} is already on the grid; give all its values in one --grid")
-        if len({json.dumps(v, sort_keys=True) for v in values}) < len(values):
-            raise TestbedError(f"--grid {item}: a value is listed twice; list each once")
+            raise TestbedError(f"{origin}: {path} is already on the grid; give all its values in one --grid")
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) < len(values):
+            raise TestbedError(f"{origin}: a value is listed twice; list each once")
         grid[path] = values
     return grid
 
@@ -73,12 +83,13 @@ def label(values: dict) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", str(v)).strip("_") for k, v in values.items() if k != "seed")
 
 
-def plan(file: str, grid: dict[str, list], sets: list[str], out: str | Path) -> tuple[Path, list[Combination]]:
-    """The sweep's folder, and every combination validated and placed, before anything runs: a bad grid value
-    stops the sweep here. An algorithm other than the file's starts from its own defaults, not from the
-    file's hyper-parameters."""
-    raw = sc.apply_overrides(sc.read_yaml(file), list(sets))
-    root = Path(out) / str(raw.get("name", Path(file).stem))
+def plan(raw: dict, source: str, base_dir: Path, grid: dict[str, list],
+         out: str | Path) -> tuple[Path, list[Combination]]:
+    """The sweep's folder, and every combination of the scenario `raw` (read from `source`, named in errors; its
+    relative paths resolve against base_dir) validated and placed, before anything runs: a bad grid value stops
+    the sweep here. An algorithm other than the scenario's starts from its own defaults, not from the
+    scenario's hyper-parameters."""
+    root = Path(out) / str(raw.get("name", Path(source).stem))
     combinations = []
     for values in itertools.product(*grid.values()):
         values = dict(zip(grid, values))
@@ -90,7 +101,7 @@ def plan(file: str, grid: dict[str, list], sets: list[str], out: str | Path) -> 
         if label(values) and "name" in raw:
             combo["name"] = f"{raw['name']}-{label(values)}"
         where = ", ".join(f"{k}={v}" for k, v in values.items())
-        scenario = sc.validate(combo, f"{file} ({where})", Path(file).parent)
+        scenario = sc.validate(combo, f"{source} ({where})", base_dir)
         combinations.append(Combination(values, scenario, run_folder(root, scenario)))
     folders = [c.folder for c in combinations]
     if len(set(folders)) < len(folders):
@@ -129,14 +140,14 @@ def write_index(combinations: list[Combination], path: Path) -> pd.DataFrame:
     return index
 
 
-def sweep(file: str, grid_items: list[str], sets: list[str] = (), out: str | Path = "runs",
-          quiet: bool = False, jobs: int = 1, ray_address: str | None = None) -> Path:
+def sweep(raw: dict, source: str, base_dir: Path, grid: dict[str, list], out: str | Path = "runs",
+          quiet: bool = False, jobs: int = 1, ray_address: str | None = None) -> pd.DataFrame:
     """Run every combination not yet completed, from its checkpoint where a run stopped (from round 1 where it
     has none), then print the index. The index is rewritten after each run, so that it tells where a stopped
     sweep was. jobs > 1 runs that many at once in local processes, ray_address as Ray tasks (testbed/parallel.py);
-    the tables are those of a serial sweep. Returns the index's path; raises TestbedError at the end when
-    some runs did not complete (their folders keep what they did)."""
-    root, combinations = plan(file, parse_grid(grid_items), sets, out)
+    the tables are those of a serial sweep. Returns the index (sweep.csv's rows); raises TestbedError at the end
+    when some runs did not complete (their folders keep what they did)."""
+    root, combinations = plan(raw, source, base_dir, grid, out)
     index_path = root / INDEX
     write_index(combinations, index_path)
     todo = []
@@ -148,7 +159,7 @@ def sweep(file: str, grid_items: list[str], sets: list[str] = (), out: str | Pat
         before = combo.status
         doing = "running into" if before == NOT_STARTED else f"resuming ({before.split(':')[0]}) in"
         print(f"[{n}/{len(combinations)}] {where}: {doing} {combo.folder}", flush=True)
-        job = Job(combo.scenario, f"{file} ({where})", root, resume=True, label=where)
+        job = Job(combo.scenario, f"{source} ({where})", root, resume=True, label=where)
         if jobs > 1 or ray_address is not None:
             todo.append(job)
             continue
@@ -172,4 +183,4 @@ def sweep(file: str, grid_items: list[str], sets: list[str] = (), out: str | Pat
     if len(unfinished):
         raise TestbedError(f"{len(unfinished)} of {len(index)} runs did not complete "
                            f"({', '.join(unfinished['folder'])}); see {index_path}")
-    return index_path
+    return index

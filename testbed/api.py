@@ -1,0 +1,276 @@
+"""The Python API: `testbed run | validate | sweep | report | compare` as functions, for notebooks and scripts.
+The command line (testbed/cli.py) only turns its flags into these calls and prints what they return, so both
+behave the same; the parameters are named after the flags.
+
+    import testbed
+    run = testbed.run("scenarios/quickstart.yaml", set={"stop.max_rounds": 5}, out="/tmp/runs", quiet=True)
+    run.rounds.plot(x="t_end_s", y="accuracy")
+
+Semantics:
+- A scenario is a file's path (str or Path; relative paths in it resolve against its folder), a dict (validated
+  as a file is; relative paths resolve against the current directory) or a validated `Scenario`. `set`
+  overrides fields as --set does: a dict {"stop.max_rounds": 5} of Python values, or --set's "path=value"
+  strings, whose values are YAML.
+- `run` and `load_run` give a Run: the run folder's tables as DataFrames, its summary and its scenario. Reading a
+  run folder runs none of its code: the scenario comes back as the YAML it is (a dict, never validated, since
+  validating imports the plugins it names, "package.module:attribute"), and `report` and `compare` read folders
+  the same way; a run folder received from someone else is safe to open.
+- Bad input raises TestbedError, one line naming the field or file and the fix, never SystemExit. The progress
+  bar is tqdm.auto's: a widget in Jupyter.
+pandas, torch and the analysis are imported where used, not here: `testbed validate` of a bad file stays fast,
+and load_run, report and compare never import torch.
+"""
+from __future__ import annotations
+
+import copy
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from os.path import commonpath
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Union
+
+from testbed.errors import TestbedError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from testbed.scenario import Scenario
+
+ScenarioLike = Union[str, Path, dict, "Scenario"]
+Overrides = Union[dict, Iterable[str], str]     # {"a.b": value} or ["a.b=value", ...]
+RunFolders = Union[str, Path, "Run", Iterable[Union[str, Path, "Run"]]]
+
+
+@dataclass(frozen=True, eq=False)
+class Report:
+    """What report, compare or a run wrote as its report: the text the command line prints, the files written
+    (figures, csv tables, pages), and the csv tables among them read back as DataFrames by file stem ('tta',
+    'compare', 'tta_by_scenario')."""
+
+    text: str
+    files: tuple[Path, ...]
+    tables: dict[str, pd.DataFrame]
+
+    def __repr__(self) -> str:
+        folder = commonpath([str(f.parent) for f in self.files]) if self.files else "-"
+        return f"Report({len(self.files)} files in {folder}; tables: {', '.join(self.tables) or 'none'})"
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """A run folder read back: what `testbed run` writes into out/<scenario>/<seed>/ (README, "What a run
+    writes"). `summary` is a dict, as summary.json holds it, not a Series: its per-target entries are maps
+    ({"0.9": seconds or None}) and its status is text, which a Series would flatten into one column of mixed
+    objects; `pd.Series(run.summary)` where a Series is wanted."""
+
+    path: Path
+    scenario: dict               # scenario.resolved.yaml, read as YAML and never validated (see the docstring)
+    summary: dict                # summary.json; rebuilt from rounds.csv where the run stopped before writing it
+    rounds: pd.DataFrame         # rounds.csv: one row per round (per aggregation, asynchronous)
+    events: pd.DataFrame         # events.csv: one row per device phase
+    devices: pd.DataFrame        # devices.csv: one row per device; empty where the folder has none
+    battery: pd.DataFrame | None = None   # battery.csv, where some device group has a battery
+    report: Report | None = None          # the report run() wrote with the run; None from load_run
+
+    def __repr__(self) -> str:
+        s, summary = self.scenario, self.summary
+        algorithm = s.get("algorithm")
+        accuracy = summary.get("final_accuracy")
+        return (f"Run({self.path}: {algorithm.get('name') if isinstance(algorithm, dict) else algorithm} on "
+                f"{s.get('name')}, seed {s.get('seed')}, {summary.get('rounds', len(self.rounds))} rounds, "
+                f"{summary.get('status', 'no status')}, final accuracy "
+                f"{'-' if accuracy is None else format(accuracy, '.3f')})")
+
+
+class RunsFailed(TestbedError):
+    """Some of several runs did not complete: the message says which; `runs` holds those that did."""
+
+    def __init__(self, message: str, runs: list[Run]):
+        super().__init__(message)
+        self.runs = runs
+
+
+def validate(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None) -> Scenario:
+    """The scenario validated, with `set` and `seed` applied (`testbed validate`)."""
+    return _validated(scenario, set, seed)[0]
+
+
+def run(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None, seeds: Iterable[int] | None = None,
+        out: str | Path = "runs", quiet: bool = False, resume: bool = False, plots: bool = True, jobs: int = 1,
+        ray: str | None = None) -> Run | list[Run]:
+    """Run the scenario into out/<name>/<seed>/ and read the folder back (`testbed run`). plots: write its
+    report (the time-to-accuracy table tta.csv and the figures) into the folder's plots/, as the command line
+    does. quiet: no progress bar. resume: go on from the folder's checkpoint (from round 1 where it has none);
+    without it an existing folder is overwritten. A run that fails raises TestbedError; its folder keeps the
+    rounds it did and says how it ended.
+    seeds: one run per seed, `jobs` at a time in local processes or as Ray tasks at the address `ray` ('local'
+    starts Ray here), with a line as each ends instead of progress bars, and one report over them in
+    out/<name>/plots/; returns their Runs in the seeds' order, each holding that report, or raises RunsFailed,
+    which holds those that completed."""
+    if seeds is not None:
+        return _run_seeds(scenario, set, seed, list(seeds), out, resume, plots, jobs, ray)
+    if jobs > 1 or ray is not None:
+        raise TestbedError("jobs and ray run several seeds at once: give seeds too, e.g. seeds=[0, 1, 2]")
+    from testbed.runner import run_scenario
+
+    validated, source = _validated(scenario, set, seed)
+    folder, _ = run_scenario(validated, source, out, quiet, resume)
+    return replace(load_run(folder), report=_write_report([folder], folder / "plots") if plots else None)
+
+
+def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, seeds: list[int], out: str | Path,
+               resume: bool, plots: bool, jobs: int, ray: str | None) -> list[Run]:
+    from testbed.parallel import Job, progress_printer, run_jobs
+    from testbed.runlog import run_folder
+
+    if seed is not None:
+        raise TestbedError("seed and seeds: give one of them")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice or not seeds:
+        raise TestbedError(f"seeds: {twice[0]} is listed twice" if twice else "seeds: empty; list at least one")
+    validated = [_validated(scenario, overrides, s) for s in seeds]
+    outcomes = run_jobs([Job(s, f"{source} (seed {s.seed})", Path(out), resume, f"seed {s.seed}")
+                         for s, source in validated], jobs, ray, progress_printer(len(validated)))
+    folders = [run_folder(out, o.job.scenario) for o in outcomes if o.error is None]
+    written = _write_report(folders, folders[0].parent / "plots") if folders and plots else None
+    runs = [replace(load_run(folder), report=written) for folder in folders]
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        raise RunsFailed(f"{len(failed)} of {len(outcomes)} runs did not complete "
+                         f"({', '.join(o.job.label for o in failed)}); their folders say how they ended", runs)
+    return runs
+
+
+def sweep(scenario: ScenarioLike, grid: dict[str, Iterable] | Iterable[str], *, set: Overrides = (),
+          out: str | Path = "runs", quiet: bool = False, jobs: int = 1, ray: str | None = None) -> pd.DataFrame:
+    """Run every combination of the grid (`testbed sweep`): {"algorithm": ["fedavg", "fedlps"], "seed": [0, 1]}
+    (or --grid's "KEY=[V1,V2]" strings), each into out/<name>/<name>-<values>/<seed>/, skipping those completed
+    before; prints a line per run and the index. Returns the index, out/<name>/sweep.csv: one row per
+    combination with its grid values, folder and status. Raises TestbedError at the end where some run did not
+    complete (the others still ran)."""
+    from testbed import sweeps
+
+    if isinstance(grid, dict):
+        axes = sweeps.grid_of([(key, list(values) if isinstance(values, (tuple, range)) else values,
+                                f"grid {key!r}") for key, values in grid.items()])
+    else:
+        axes = sweeps.parse_grid([grid] if isinstance(grid, str) else list(grid))
+    return sweeps.sweep(*_raw(scenario, set, None), axes, out, quiet, jobs, ray)
+
+
+def load_run(folder: str | Path) -> Run:
+    """A run folder read back; a missing folder, or a file that is not what the testbed writes, raises
+    TestbedError naming it. Reads files only: no code of the run (its plugins) is imported."""
+    from analysis.runs import devices_of, load_run as read_folder
+
+    with _analysis_errors():
+        found = read_folder(folder)
+        return Run(found.path, found.scenario, found.summary, found.rounds, found.events, devices_of(found),
+                   found.battery)
+
+
+def report(runs: RunFolders, *, out: str | Path | None = None, targets: float | Iterable[float] | None = None,
+           baseline: str | None = None, metric: str = "accuracy") -> Report:
+    """`testbed report`: the time-to-accuracy tables and plots of the runs (run folders, Runs, or a sweep's
+    folder), compare's too, report.html and report.md, into out (default: the run's plots/ for one run,
+    report/ for several). targets: accuracies (default: the scenarios' stop.target_accuracy, else 0.5, 0.8,
+    0.9); baseline: speedups against this algorithm or group; metric: 'accuracy' or 'local_accuracy'."""
+    from analysis.pages import write_pages
+
+    folders = _folders(runs)
+    out = Path(out) if out is not None else (folders[0] / "plots" if len(folders) == 1 else Path("report"))
+    with _analysis_errors():
+        text, written = write_pages(folders, out, _targets(targets), baseline, metric)
+    return _report(text, written)
+
+
+def compare(runs: RunFolders, *, out: str | Path = "compare", targets: float | Iterable[float] | None = None,
+            baseline: str | None = None, metric: str = "accuracy") -> Report:
+    """`testbed compare`: the runs grouped by everything but the seed, with the mean±std over seeds of the time,
+    uplink and FLOPs to each target and speedups against `baseline`, into out/compare.csv (tables["compare"])
+    and the comparison plots. Parameters as report's."""
+    from analysis.compare import write_compare
+    from analysis.report import format_seed_table
+
+    with _analysis_errors():
+        table, written = write_compare(_folders(runs), out, _targets(targets), baseline, metric)
+    return _report(format_seed_table(table), written)
+
+
+def _validated(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[Scenario, str]:
+    """The scenario validated, and how errors name it (the file, or 'scenario')."""
+    from testbed import scenario as sc
+
+    if isinstance(scenario, sc.Scenario) and not overrides and seed is None:
+        return scenario, f"scenario {scenario.name}"
+    raw, source, base_dir = _raw(scenario, overrides, seed)
+    return sc.validate(raw, source, base_dir), source
+
+
+def _raw(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[dict, str, Path]:
+    """The scenario as a dict with the overrides (then the seed) applied, how errors name it, and the folder its
+    relative paths resolve against."""
+    from testbed import scenario as sc
+
+    if isinstance(scenario, (str, Path)):
+        raw, source, base_dir = sc.read_yaml(scenario), str(scenario), Path(scenario).parent
+    elif isinstance(scenario, dict):
+        raw, source, base_dir = copy.deepcopy(scenario), "scenario", Path(".")
+    elif isinstance(scenario, sc.Scenario):
+        raw, source, base_dir = scenario.model_dump(mode="json"), f"scenario {scenario.name}", Path(".")
+    else:
+        kind = type(scenario).__name__
+        raise TestbedError(f"scenario: got {'an' if kind[0] in 'aeiou' else 'a'} {kind}; give a YAML file's path, a "
+                           "dict or a testbed Scenario")
+    if isinstance(overrides, dict):
+        for key, value in overrides.items():
+            sc.set_path(raw, key, value, f"set {key}")
+    else:
+        sc.apply_overrides(raw, [overrides] if isinstance(overrides, str) else list(overrides))
+    if seed is not None:
+        sc.set_path(raw, "seed", seed, "seed")
+    return raw, source, base_dir
+
+
+def _folders(runs: RunFolders) -> list[Path]:
+    """Run folders from paths and Runs, one or several."""
+    many = [runs] if isinstance(runs, (str, Path, Run)) else list(runs)
+    if not many:
+        raise TestbedError("runs: none given; give run folders (or a sweep's folder)")
+    return [r.path if isinstance(r, Run) else Path(r) for r in many]
+
+
+def _targets(targets: float | Iterable[float] | None) -> list[float] | None:
+    return None if targets is None else [targets] if isinstance(targets, (int, float)) else list(targets)
+
+
+def _write_report(folders: list[Path], out: Path) -> Report:
+    """analysis.report.write_report's tables and plots of the runs, as `testbed run` writes them."""
+    from analysis.report import write_report
+
+    with _analysis_errors():
+        return _report(*write_report(folders, out))
+
+
+def _report(text: str, written: list[Path]) -> Report:
+    import pandas as pd
+
+    files = tuple(written)
+    return Report(text, files, {f.stem: pd.read_csv(f) for f in files if f.suffix == ".csv"})
+
+
+@contextmanager
+def _analysis_errors():
+    """What the analysis raises about the folders it reads, as one-line errors."""
+    from analysis.compare import UnknownBaseline
+    from analysis.report import MissingMetric
+    from analysis.runs import DamagedRun
+
+    try:
+        yield
+    except FileNotFoundError as err:
+        raise TestbedError(str(err).strip("'\"")) from None
+    except (DamagedRun, UnknownBaseline) as err:
+        raise TestbedError(str(err)) from None
+    except MissingMetric as err:
+        raise TestbedError(f"{err} (or report on --metric accuracy)") from None
