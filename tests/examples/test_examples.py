@@ -63,3 +63,53 @@ def test_fednova_with_equal_steps_is_fedavg(tmp_path):
     assert (nova["accuracy"] == avg["accuracy"]).all()
     assert nova["loss"].to_numpy() == pytest.approx(avg["loss"].to_numpy(), rel=1e-5)
     assert (nova["t_end_s"] == avg["t_end_s"]).all()
+
+
+def test_the_python_example_compares_fednova_and_fedavg(tmp_path, monkeypatch, capsys):
+    """examples/compare_from_python.py, as a user runs it (3 rounds): both runs through testbed.run."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    import compare_from_python
+
+    runs = compare_from_python.compare(3, str(tmp_path))
+    assert {name: run.scenario["algorithm"]["name"] for name, run in runs.items()} == {
+        "fednova": "fednova:FedNova", "fedavg": "fedavg"}
+    assert all(len(run.rounds) == 3 and run.summary["status"] == "completed" for run in runs.values())
+
+
+NOTEBOOK = '''
+from dataclasses import dataclass, field
+
+import testbed
+from testbed.algorithms.base import ServerState, Strategy
+from testbed.local import LocalSGD
+from testbed.payload import Dense
+
+
+@dataclass(frozen=True)
+class Frozen(Strategy):
+    """A strategy defined where it is used, as in a notebook: the model never moves."""
+    client: LocalSGD
+    down: Dense = field(default_factory=Dense)
+    up: Dense = field(default_factory=Dense)
+
+    def aggregate(self, state, round, arrivals, failures):
+        return state, {"train_loss": 0.0}
+
+
+scenario = testbed.validate(SCENARIO).model_dump(mode="json")
+run = testbed.run(scenario | {"algorithm": {"name": "__main__:Frozen"}}, out=OUT, quiet=True, plots=False,
+                  set={"stop.max_rounds": 2})
+print(run.rounds["accuracy"].nunique(), run.scenario["algorithm"]["name"])
+'''
+
+
+def test_a_strategy_defined_in_the_running_script_is_main_colon_name(tmp_path):
+    """As in a notebook: the class lives in __main__, and the scenario names it "__main__:Frozen"."""
+    import subprocess
+
+    script = tmp_path / "notebook.py"
+    script.write_text(NOTEBOOK.replace("SCENARIO", repr(str(EXAMPLES / "fednova.yaml"))).replace(
+        "OUT", repr(str(tmp_path / "runs"))))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "__main__:Frozen"]
