@@ -57,11 +57,17 @@ class PluginAlgorithm(AlgorithmConfig):
 
         return plugins.resolve("algorithm", BUILTIN, self.name)
 
-    def _options_taken(self) -> dict[str, inspect.Parameter] | None:
-        """The options the strategy's create takes by name (None: any, through **options)."""
+    def _creator(self) -> tuple[Any, bool]:
+        """What takes the options: the strategy's own create, or (the default create) its constructor; and
+        whether it is the constructor."""
         cls = self._class()
         default = cls.create.__func__ is Strategy.create.__func__
-        parameters = inspect.signature(cls if default else cls.create).parameters
+        return (cls if default else cls.create), default
+
+    def _options_taken(self) -> dict[str, inspect.Parameter] | None:
+        """The options the strategy's create takes by name (None: any, through **options)."""
+        creator, default = self._creator()
+        parameters = inspect.signature(creator).parameters
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()) and not default:
             return None
         skip = set(FILLED_BY_THE_RUN) if default else {next(iter(parameters), None)}  # create's build argument
@@ -70,10 +76,8 @@ class PluginAlgorithm(AlgorithmConfig):
 
     def _option_types(self) -> dict[str, Any]:
         """The options' annotated types, where they resolve (a dataclass's fields, create's parameters)."""
-        cls = self._class()
-        default = cls.create.__func__ is Strategy.create.__func__
         try:
-            return typing.get_type_hints(cls if default else cls.create)
+            return typing.get_type_hints(self._creator()[0])
         except Exception:  # noqa: BLE001 - an annotation that does not resolve is not checked
             return {}
 
