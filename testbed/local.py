@@ -237,7 +237,8 @@ def train_one(objective: Objective, params: Params, x: torch.Tensor, y: torch.Te
         params = {n: p.requires_grad_() for n, p in new.items()}
         losses.append(loss.item())
         accuracies.append(float(aux["accuracy"]))
-    stats = {"train_loss": float(np.mean(losses)), "train_accuracy": float(np.mean(accuracies))}
+    stats = {"train_loss": float(np.mean(losses)), "train_accuracy": float(np.mean(accuracies)),
+             "train_loss_sq": math.sqrt(float(np.mean(np.square(losses))))}  # Oort's utility (selection/oort.py)
     return {n: p.detach() for n, p in params.items()}, stats, state
 
 
@@ -254,7 +255,8 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
     stacked, state, extra = _stack(params), _stack(states), _stack(extras)
     anchor = stacked
     step = vmap(grad_and_value(objective, has_aux=True))
-    loss_sums, accuracy_sums, steps = [0.0] * n_clients, [0.0] * n_clients, [0] * n_clients
+    loss_sums, square_sums, accuracy_sums = [0.0] * n_clients, [0.0] * n_clients, [0.0] * n_clients
+    steps = [0] * n_clients
     for t in range(max(len(s) for s in schedules)):
         by_size: dict[int, list[int]] = {}
         for client, schedule in enumerate(schedules):
@@ -277,9 +279,11 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
                 state = {n: v.index_copy(0, rows, new_state[n]) for n, v in state.items()}
             for client, loss, accuracy in zip(clients, losses.tolist(), aux["accuracy"].tolist()):
                 loss_sums[client] += loss
+                square_sums[client] += loss * loss
                 accuracy_sums[client] += accuracy
                 steps[client] += 1
     return [({n: v[i] for n, v in stacked.items()},
-             {"train_loss": loss_sums[i] / steps[i], "train_accuracy": accuracy_sums[i] / steps[i]},
+             {"train_loss": loss_sums[i] / steps[i], "train_accuracy": accuracy_sums[i] / steps[i],
+              "train_loss_sq": math.sqrt(square_sums[i] / steps[i])},
              {n: v[i] for n, v in state.items()})
             for i in range(n_clients)]

@@ -21,6 +21,7 @@ import torch
 
 from testbed.clock import Timeline  # re-exported: plugin authors import it from here
 from testbed.payload import Dense, UnitMasked
+from testbed.selection.base import select_uniform  # noqa: F401 - re-exported for user code
 
 if TYPE_CHECKING:  # what a Build holds; imported for the annotations only, so the interface loads light
     from testbed.data.server import SharedData
@@ -43,13 +44,21 @@ class RoundContext:
     """What the server may look at when it plans a round."""
 
     round: int
-    online: np.ndarray        # ids of the devices online at round start
-    n_select: int             # how many to pick (over-commit included)
+    online: np.ndarray        # ids of the devices usable at round start (the selection's candidates)
+    n_select: int             # how many were to be picked (over-commit included)
     num_samples: np.ndarray   # training samples of every device
     fleet: Any                # devices.Fleet: profiles, tiers, availability (P-UCBV reads it)
     strategy_rng: np.random.Generator | None = None   # the strategy's own draws (ratios, masks), apart from
                                                       # selection's, so that methods select alike for a seed
     ratio_cap: np.ndarray | None = None   # (n,) the largest submodel ratio each device holds in memory (None: any)
+    selected: np.ndarray | None = None   # the devices the scenario's selection picked (testbed/selection/),
+                                         # increasing: one task each; None: every one of `online`
+
+    def __post_init__(self):
+        if self.selected is None:
+            if self.n_select < len(self.online):
+                raise ValueError("RoundContext: give `selected` where fewer than the online devices are picked")
+            object.__setattr__(self, "selected", np.sort(self.online))
 
 
 @dataclass(frozen=True)
@@ -157,9 +166,10 @@ class Strategy(ABC):
         return ServerState(params)
 
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
-        """Who trains this round, on what terms: ctx.n_select devices drawn uniformly among ctx.online with the
-        selection stream `rng`, each training as the `client` section says, with the `down` and `up` codecs."""
-        return [task_for(d, ctx, self.client, self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
+        """The tasks of this round (dispatch): one for each device the selection picked (ctx.selected), training
+        as the `client` section says, with the `down` and `up` codecs. `rng` is the selection stream, which the
+        selection has drawn from already: a strategy draws from ctx.strategy_rng."""
+        return [task_for(d, ctx, self.client, self.down, self.up) for d in ctx.selected]
 
     def broadcast(self, state: ServerState) -> Params:
         """What the server sends each device, before its downlink codec: the model (FedAdam-SSM adds moments)."""
@@ -203,11 +213,6 @@ def task_for(device: int, ctx: RoundContext, client: Any, down, up, **terms) -> 
     FLOPs follow from that), its codecs, and any further terms (ratio, forward_flops, extras, local)."""
     n = int(ctx.num_samples[device])
     return Task(int(device), ctx.round, n, client.samples_processed(n), down, up, **terms)
-
-
-def select_uniform(online: np.ndarray, n_select: int, rng: np.random.Generator) -> np.ndarray:
-    """Uniform sample without replacement among the online devices, in increasing id order."""
-    return np.sort(rng.choice(online, size=min(n_select, len(online)), replace=False))
 
 
 def weighted_mean(tensors: list[Params], weights: list[float]) -> Params:

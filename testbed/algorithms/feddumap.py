@@ -38,7 +38,7 @@ import torch
 
 from testbed.algorithms import fedap
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Strategy,
-                                     Task, select_uniform, task_for, weighted_mean)
+                                     Task, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.server_side import estimated_rate, server_accuracy, server_sgd, squared_gradients
 from testbed.data.partition import js_divergence
@@ -83,7 +83,7 @@ class FedDUMAP(Strategy):
             down = up = UnitMasked.structured(self.costs.structure(units), self.up.dtype)
             terms["forward_flops"] = self.costs.forward_flops(units, structured=True)
         return [task_for(d, ctx, self.client, down, up, **terms)
-                for d in select_uniform(ctx.online, ctx.n_select, rng)]
+                for d in ctx.selected]
 
     def objective(self, loss_fn: LossFn):
         def objective(params, anchor, x, y, extras):

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, RoundContext, ServerState, Strategy, Task,
-                                     select_uniform, task_for)
+                                     task_for)
 from testbed.algorithms.fedavg import mean_metric, proximal_drift
 from testbed.algorithms.flower_api import flower_call, speaker_for
 from testbed.errors import TestbedError
@@ -95,7 +95,7 @@ class FlowerStrategy(Strategy):
                                f"min_available / min_train nodes) and a round offers it at most {ctx.n_select} "
                                "(round.clients_per_round x overcommit); lower them in algorithm.options or raise "
                                "round.clients_per_round")
-        cohort = [int(d) for d in select_uniform(ctx.online, ctx.n_select, rng)]
+        cohort = [int(d) for d in ctx.selected]
         seeds = [int(s) for s in ctx.strategy_rng.integers(2**32, size=2)]  # configure's and aggregate's
         with flower_call(seeds[0], f"{self.reference}'s configure, round {ctx.round},"):
             sent = speaker.configure(ctx.round, state.params, cohort)

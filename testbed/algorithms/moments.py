@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Strategy,
-                                     Task, select_uniform, task_for, weighted_mean)
+                                     Task, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.payload import Dense
 
@@ -45,7 +45,7 @@ class MomentAveraging(Strategy):
         return state.params | {f"{part}:{n}": t for part in self.PARTS for n, t in state.optimizer[part].items()}
 
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
-        return [task_for(d, ctx, self.client, self.down, self.up) for d in select_uniform(ctx.online, ctx.n_select, rng)]
+        return [task_for(d, ctx, self.client, self.down, self.up) for d in ctx.selected]
 
     def start(self, task: Task, received: Params) -> tuple[Params, Params]:
         return split_parts(received)

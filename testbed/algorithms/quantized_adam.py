@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from testbed.algorithms.base import (Arrival, Failure, Params, Result, RoundContext, ServerState, Task,
-                                     select_uniform, task_for, weighted_mean)
+                                     task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.moments import MomentAveraging, split_parts
 from testbed.local import LocalAdam
@@ -71,7 +71,7 @@ class ErrorFeedbackAdam(MomentAveraging):
     def configure(self, state: ServerState, ctx: RoundContext, rng) -> list[Task]:
         compressed = ctx.round > self.warmup_rounds
         tasks = []
-        for d in (int(d) for d in select_uniform(ctx.online, ctx.n_select, rng)):
+        for d in (int(d) for d in ctx.selected):
             kept = state.clients.get(d, {})
             holds = ctx.round - 1 > self.warmup_rounds and kept.get("round") == ctx.round - 1
             tasks.append(task_for(d, ctx, self.client, self.delta_down if holds else self.down,

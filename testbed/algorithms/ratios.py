@@ -57,7 +57,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from testbed.algorithms.bandits import Agent, nearest_arm, sample_in, select_arm, split_arm, uniform_intervals
-from testbed.algorithms.base import Arrival, RoundContext, select_uniform
+from testbed.algorithms.base import Arrival, RoundContext
 
 __all__ = ["select_with_ratios", "observe_arrivals", "Feedback", "RatioPolicy", "FixedRatio", "CapabilityRatio",
            "LevelsUpToCapability", "PUCBV", "EUCB", "utility", "local_cost",
@@ -342,11 +342,10 @@ def with_agents_in(policy: RatioPolicy, clients: MutableMapping[int, dict]) -> R
 
 def select_with_ratios(policy: RatioPolicy, clients: MutableMapping[int, dict], ctx: RoundContext,
                        rng: np.random.Generator) -> list[tuple[int, float]]:
-    """Uniform selection among the online devices (rng: the selection stream), then each one's ratio from the
-    policy at its capability this round (drawn from the strategy's own stream), capped by what fits its memory."""
+    """The devices the selection picked (ctx.selected), each with its ratio from the policy at its capability this round (drawn from the strategy's own stream), capped by what fits its memory."""
     policy, tiers = with_agents_in(policy, clients), ctx.fleet.tier_at(ctx.round)
     chosen = [(int(d), policy.choose(int(d), ctx.round, float(tiers[d]), ctx.strategy_rng))
-              for d in select_uniform(ctx.online, ctx.n_select, rng)]
+              for d in ctx.selected]
     return chosen if ctx.ratio_cap is None else [(d, min(ratio, float(ctx.ratio_cap[d]))) for d, ratio in chosen]
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from testbed.algorithms.base import (Arrival, Failure, LossFn, Params, Result, RoundContext, ServerState, Strategy,
-                                     Task, select_uniform, task_for, weighted_mean)
+                                     Task, task_for, weighted_mean)
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.moments import MomentAveraging, split_parts
 from testbed.payload import Dense, transmit
@@ -58,7 +58,7 @@ class Tracking(Strategy):
             else state.params
 
     def configure(self, state: ServerState, ctx: RoundContext, rng: np.random.Generator) -> list[Task]:
-        chosen = select_uniform(ctx.online, ctx.n_select, rng)
+        chosen = ctx.selected
         # round() first: 0.14 * 50 is 7.000000000000001 in floating point, and |Y| must be 7
         count = 0 if self.mode == "none" else math.ceil(round(self.track_fraction * len(chosen), 9))
         tracked = set(ctx.strategy_rng.choice(chosen, size=count, replace=False).tolist()) if count else set()

@@ -6,8 +6,9 @@ async mode and FLGo's time-triggered server run it.
 
 Clock semantics (protocol.kind: async):
 - The server keeps `concurrency` tasks in flight. A slot is filled at the start, and at the instant a task
-  arrives, drops or is discarded, by a device drawn uniformly among the devices online and idle at that instant;
-  a device never holds two tasks. Where none is, the slot waits for the first idle device to come online.
+  arrives, drops or is discarded, by a device the selector (testbed/selection/; uniform by default) picks among
+  the devices online and idle at that instant; a device never holds two tasks. Where none is, the slot waits for
+  the first idle device to come online.
 - A task (testbed/clock.py, as in sync rounds) downloads the current model version v, computes
   (FLOPs / FLOP/s at the capability tier of aggregation v + 1), uploads; its device must stay online over the
   whole task or it drops at the instant it goes offline.
@@ -42,8 +43,7 @@ import simpy
 from testbed.algorithms.base import Failure, Task
 from testbed.clock import TaskPlan, Timeline
 from testbed.protocols.kit import Kit
-
-REJECTION_DRAWS = 32  # uniform draws per free slot before the idle online devices are listed outright
+from testbed.selection import Outcome
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,10 @@ class AsyncServer:
         failures = [Failure(t.task.device, why) for t, why in self.window.ended]
         t_previous = self.window.t_start
         self.state, metrics = kit.strategy.aggregate(self.state, r, arrivals, failures)
+        kit.ended(r, now, [Outcome(t.task.device, t.task.round, "arrived", t.plan.phases[0].start_s, t.plan.end_s,
+                                   a.metrics) for (t, _), a in zip(buffer, arrivals)] +
+                  [Outcome(t.task.device, t.task.round, why, t.plan.phases[0].start_s, t.plan.end_s)
+                   for t, why in self.window.ended])
         final = final or kit.is_last(r) or kit.out_of_time(now)
         scores = kit.scores(self.state, r, t_previous, now, final)
         final = final or kit.reached_target(scores)
@@ -184,6 +188,8 @@ class AsyncServer:
         rows += [(t, why, t.plan.phases, None) for t, why in self.window.ended]
         if final:
             rows += [(t, "unfinished", t.plan.cut_at(now), None) for _, t in sorted(self.in_flight.items())]
+            kit.ended(r, now, [Outcome(d, t.task.round, "cut", t.plan.phases[0].start_s, now)
+                               for d, t in sorted(self.in_flight.items())])
         outcomes = [outcome for _, outcome, _, _ in rows]
         staleness = [tau for _, tau in buffer]
         online = kit.online(now)
@@ -229,7 +235,8 @@ class AsyncServer:
             self.dispatches += 1
             capacity = self._capacity_now()
             models = self.received.setdefault(self.version, {})
-            for task in kit.configure(self.state, self.dispatches, np.array(list(chosen)), len(chosen)):
+            picked = np.fromiter(chosen, np.int64, len(chosen))
+            for task in kit.configure(self.state, self.dispatches, picked, len(chosen), picked):
                 d = task.device
                 planned = kit.plan(task, float(capacity[d]), now, chosen[d])
                 if task.down not in models:
@@ -244,25 +251,23 @@ class AsyncServer:
             self._wait_for_devices()
 
     def _pick(self, k: int) -> dict[int, float]:
-        """Up to k devices, uniformly among those online and idle now, each with the end of its on-interval:
-        uniform draws over the fleet kept when eligible (cheap while many are), then, where REJECTION_DRAWS
-        draws a slot were not enough, the remaining usable devices listed and drawn from."""
-        kit, now = self.kit, self.env.now
-        availability, n, selection = kit.fleet.availability, kit.fleet.n, kit.selection
+        """Up to k devices the selector picks among those online and idle now, each with the end of its
+        on-interval. The candidates are listed only where the selector asks (uniform draws by rejection), and
+        their listing is what the server sees of availability (history.looked)."""
+        kit, now, busy = self.kit, self.env.now, self.in_flight
+        availability = kit.fleet.availability
         allowed = kit.allowed(now)  # memory and battery; None: every device
-        chosen: dict[int, float] = {}
-        for _ in range(REJECTION_DRAWS * k):
-            d = int(selection.integers(n))
-            if d not in self.in_flight and d not in chosen and (allowed is None or allowed[d]):
-                until = availability.online_until(d, now)
-                if until > now:
-                    chosen[d] = until
-                    if len(chosen) == k:
-                        return chosen
-        pool = np.flatnonzero(kit.usable(now, kit.online(now), busy=list(self.in_flight) + list(chosen)))
-        for d in selection.choice(pool, min(k - len(chosen), len(pool)), replace=False).tolist():
-            chosen[d] = availability.online_until(d, now)
-        return chosen
+
+        def usable(d: int) -> bool:
+            return d not in busy and (allowed is None or bool(allowed[d])) and availability.online_until(d, now) > now
+
+        def candidates() -> np.ndarray:
+            online = kit.online(now)
+            kit.looked(online, now)
+            return np.flatnonzero(kit.usable(now, online, busy=list(busy)))
+
+        picked = kit.select(self.dispatches + 1, now, k, candidates, usable, asynchronous=True)
+        return {d: availability.online_until(d, now) for d in picked.tolist()}
 
     def _wait_for_devices(self) -> None:
         """Free slots and no idle device that can take a task: wake when the first may (online, with battery)."""

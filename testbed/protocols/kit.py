@@ -6,7 +6,10 @@ clock first and trains only what the server will use. For everything else it ask
   (`begin`: fresh, or where a checkpoint left it, with what the protocol kept there);
 - who may take a task at t (`online`, `allowed`, `usable`, `excluded`) and, where nobody can, when the first may
   (`next_wake`): the same answer for a synchronous round and for an asynchronous free slot;
-- a task: `configure` (the strategy picks tasks among candidates), `plan` / `plan_round` (its timeline, bytes over
+- who is picked: `select` (the scenario's selector, testbed/selection/, from what the server has observed:
+  `history`, which `dispatched`, `looked` and `ended` keep up to date) and `configure` (the strategy sets the
+  picked devices' tasks);
+- a task: `plan` / `plan_round` (its timeline, bytes over
   the links and FLOPs over the device's FLOP/s, and its plan on the clock until its device goes offline or its
   battery empties), `drain` (its phases drain batteries), `deliver` (the model as each downlink delivers it),
   `train` (the real training of the updates the server uses, each from the model it was sent) and the server's
@@ -31,12 +34,15 @@ from testbed.checkpoint import Checkpoint
 from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
 from testbed.execution import TrainJob
+from testbed.local import LocalSGD
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
 from testbed.payload import transmit
 from testbed.protocols.evaluation import Evaluation
 from testbed.resources import Resources
 from testbed.resources.timing import varying_timeline
+from testbed.payload import CODECS
 from testbed.scenario import Experiment, Purpose, Scenario, stream
+from testbed.selection import History, Outcome, Registry, SelectionContext
 from testbed.store import ClientStore
 
 SERVER = -1  # the device column of the server's own work in events.csv (phase "server")
@@ -90,12 +96,32 @@ class Kit:
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
         self._device_state = ClientStore(self.scenario.device_state.max_in_memory)
+        self.selector = self.scenario.selection.selector()
+        self.registry = self._registry(exp)
+        self.history = History.empty(self.fleet.n)
+        self.selector.bind(self.registry, self.scenario.stop.max_rounds, self.scenario.updates_per_aggregation)
+
+    def _registry(self, exp: Experiment) -> Registry:
+        """What each device declares when it registers, and the full-model task time that predicts."""
+        fleet, client = self.fleet, LocalSGD(**self.scenario.client.model_dump())
+        flops_per_s = fleet.peak_flops * fleet.efficiency
+        bytes_down, bytes_up = (CODECS[c].nbytes(self._shapes) for c in (self.scenario.codec.down,
+                                                                           self.scenario.codec.up))
+        sizes, each = np.unique(self._num_samples, return_inverse=True)  # devices of a size share their FLOPs
+        flops = np.array([training_flops(self._forward_flops, client.samples_processed(int(n))) for n in sizes],
+                         dtype=np.float64)[each]
+        task_s = 2 * fleet.latency_s + bytes_down / fleet.down_Bps + flops / flops_per_s + bytes_up / fleet.up_Bps
+        return Registry(flops_per_s, fleet.down_Bps, fleet.up_Bps, fleet.latency_s, self._num_samples, task_s)
 
     # ---- the run ------------------------------------------------------------------------------------------
     def begin(self) -> Start:
         """The server state to start from: fresh, or the checkpoint's, with the streams, the devices' kept state
         and their resources restored."""
         start = self._start
+        if start is not None and "selection" in start.protocol:
+            kept = start.protocol["selection"]
+            self.history = kept["history"]
+            self.selector.restore(kept["selector"])
         if start is None:
             return Start(replace(self.strategy.init(self._params), clients=self._device_state), 0, False, False, {})
         self._device_state.update(start.state.clients)
@@ -133,12 +159,41 @@ class Kit:
         wake = self._resources.next_usable(t, self.fleet.availability.next_online_all(t))
         return float(wake[idle].min(initial=math.inf))
 
+    # ---- who is picked -----------------------------------------------------------------------------------
+    def select(self, r: int, now: float, n_select: int, candidates: Callable[[], np.ndarray],
+               usable: Callable[[int], bool], *, asynchronous: bool = False, probe=None) -> np.ndarray:
+        """The selector's pick for round (dispatch) r at `now`: up to n_select distinct ids among the candidates
+        (listed by `candidates()` where the selector asks; `usable(d)`: one device's answer), increasing."""
+        deadline = None if asynchronous else self.scenario.round.deadline_s
+        ctx = SelectionContext(r, now, n_select, self.registry, self.history, candidates, usable,
+                               deadline_s=deadline, asynchronous=asynchronous, probe=probe)
+        picked = np.asarray(self.selector.select(ctx, self.selection), dtype=np.int64)
+        if len(picked) > n_select or len(np.unique(picked)) < len(picked):
+            raise TestbedError(f"selection: '{self.scenario.selection.name}' picked {len(picked)} devices "
+                               f"({len(np.unique(picked))} distinct) where {n_select} distinct were asked for; "
+                               "fix its select")
+        return np.sort(picked)
+
+    def looked(self, online: np.ndarray, now: float) -> None:
+        """The server listed who is online at `now`: the history's availability record."""
+        self.history.looked(online, now)
+
+    def ended(self, r: int, now: float, outcomes: list[Outcome]) -> None:
+        """Tasks that ended, as the server saw them, in round (aggregation) r: into the history, then the
+        selector is told."""
+        self.history.record(outcomes)
+        self.selector.observe(r, now, outcomes, self.history)
+
     # ---- a task -------------------------------------------------------------------------------------------
-    def configure(self, state: ServerState, r: int, candidates: np.ndarray, n_select: int) -> list[Task]:
-        """The strategy's tasks for round (dispatch) r, among the candidate device ids, n_select of them."""
+    def configure(self, state: ServerState, r: int, candidates: np.ndarray, n_select: int,
+                  selected: np.ndarray) -> list[Task]:
+        """The strategy's tasks for round (dispatch) r, one for each selected device; the candidates and how many
+        were to be picked are the strategy's to read."""
         ctx = RoundContext(r, candidates, n_select, self._num_samples, self.fleet, self.strategy_rng,
-                           self._resources.ratio_cap)
-        return self.strategy.configure(state, ctx, self.selection)
+                           self._resources.ratio_cap, selected)
+        tasks = self.strategy.configure(state, ctx, self.selection)
+        self.history.dispatched(np.fromiter((t.device for t in tasks), np.int64, len(tasks)), r)
+        return tasks
 
     def plan(self, task: Task, capacity_flops_per_s: float, t0: float, online_until: float) -> Planned:
         """The task dispatched at t0 to a device of this FLOP/s, online until online_until."""
@@ -303,8 +358,9 @@ class Kit:
         """Hand the end of round (aggregation) r, at simulated time `now`, to on_checkpoint, with the streams and
         the resources' state; `kept`: what the protocol carries on of its own."""
         if self._on_checkpoint is not None:
+            kept = (kept or {}) | {"selection": {"history": self.history, "selector": self.selector.state()}}
             self._on_checkpoint(Checkpoint(r, now, state, self.selection.bit_generator.state,
-                                           self.strategy_rng.bit_generator.state, finished, protocol=kept or {},
+                                           self.strategy_rng.bit_generator.state, finished, protocol=kept,
                                            resources=self._resources.state()))
 
     @staticmethod

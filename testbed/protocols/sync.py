@@ -1,7 +1,8 @@
 """Synchronous rounds (FedAvg's protocol): the server picks devices, waits for K updates, aggregates, repeats.
 
 A round on the simulated clock (DESIGN.md): plan the clock first, then train only what the server will use.
-1. The strategy picks tasks among the devices online at round start (round.clients_per_round x overcommit).
+1. The selector (testbed/selection/) picks round.clients_per_round x overcommit devices among those usable at round
+   start, and the strategy sets their tasks.
 2. Each task is planned at dispatch (testbed/clock.py): download, compute, upload, or a drop at the
    instant its device goes offline. The round closes at the K-th arrival (over-commit: the rest are surplus), at
    the deadline (the rest are late), or when every task has arrived or dropped: computed from the plans at once,
@@ -24,6 +25,7 @@ from testbed.algorithms.base import Failure
 from testbed.clock import Phase, TaskPlan
 from testbed.protocols.kit import Kit
 from testbed.resources import idle_phase
+from testbed.selection import Outcome
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,14 @@ def run_sync(kit: Kit, env: simpy.Environment):
     for r in range(played + 1, cfg.stop.max_rounds + 1):
         if kit.out_of_time(env.now):
             break
-        online, n_online, excluded = yield from usable_devices(kit, env)
-        if online is None:  # nobody will be able to train again
+        usable, online, excluded = yield from usable_devices(kit, env)
+        if usable is None:  # nobody will be able to train again
             break
         t_start = env.now
-        tasks = {t.device: t for t in kit.configure(state, r, online, cfg.round.n_select)}
+        kit.looked(online, t_start)
+        candidates = np.flatnonzero(usable)
+        selected = kit.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]))
+        tasks = {t.device: t for t in kit.configure(state, r, candidates, cfg.round.n_select, selected)}
         planned = kit.plan_round(tasks, r, t_start)
         play = play_round(t_start, {d: p.plan for d, p in planned.items()}, cfg.round.clients_per_round,
                           cfg.round.deadline_s)
@@ -97,12 +102,14 @@ def run_sync(kit: Kit, env: simpy.Environment):
         kit.drain(phases)
         received = kit.deliver(state, {tasks[d].down for d in play.kept})
         work = [(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.kept)]
-        state, metrics = kit.strategy.aggregate(state, r, kit.train(work),
+        arrivals = kit.train(work)
+        state, metrics = kit.strategy.aggregate(state, r, arrivals,
                                                 [Failure(d, why) for d, why in sorted(play.cut.items())])
+        kit.ended(r, env.now, outcomes(r, t_start, planned, play, {a.device: a.metrics for a in arrivals}))
         server_flops = int(metrics.pop("server_flops", 0))
         server_rows = yield from kit.server_work(env, r, server_flops)
         depleted = sum(p.battery_cut and play.cut.get(d) == "dropped" for d, p in planned.items())
-        row = kit.round_row(r, t_start, env.now, n_online=n_online, excluded=excluded, selected=len(tasks),
+        row = kit.round_row(r, t_start, env.now, n_online=int(online.sum()), excluded=excluded, selected=len(tasks),
                             arrived=len(play.kept), outcomes=list(play.cut.values()),
                             phases=((p, None if p.phase == "idle" else planned[p.device].timeline,
                                      p.device in play.cut) for p in phases),
@@ -124,18 +131,35 @@ def run_sync(kit: Kit, env: simpy.Environment):
 
 
 def usable_devices(kit: Kit, env: simpy.Environment):
-    """simpy process: (ids of the devices that can take a task now: online, and with memory and battery where
-    those are modelled; how many are online; how many of those memory and battery exclude), waiting for the first
-    to be back where none can; ids None where none ever will."""
+    """simpy process: ((n,) bool, the devices that can take a task now: online, and with memory and battery where
+    those are modelled; (n,) bool, those online; how many of those memory and battery exclude), waiting for the
+    first to be back where none can; None, None, {} where none ever will."""
     while True:
         online = kit.online(env.now)
         usable = kit.usable(env.now, online)
         if usable.any():
-            return np.flatnonzero(usable), int(online.sum()), kit.excluded(online, env.now)
+            return usable, online, kit.excluded(online, env.now)
         wake = kit.next_wake(env.now)
         if math.isinf(wake):
-            return None, 0, {}
+            return None, None, {}
         yield env.timeout(wake - env.now)
+
+
+def outcomes(r: int, t0: float, planned: dict, play: RoundPlay, metrics: dict[int, dict]) -> list[Outcome]:
+    """How each task of round r, dispatched at t0, ended as the server saw it (selection/history.py): used,
+    surplus (arrived at the close beyond the K-th), cut (under way at the close) or dropped; with the training
+    report of those the server trained."""
+    seen = []
+    for d, p in sorted(planned.items()):
+        why = play.cut.get(d)
+        if why is None:
+            outcome, end = "arrived", p.plan.end_s
+        elif why == "dropped" or (p.plan.outcome == "arrived" and p.plan.end_s <= play.t_end):
+            outcome, end = ("dropped" if why == "dropped" else "surplus"), p.plan.end_s
+        else:
+            outcome, end = "cut", play.t_end
+        seen.append(Outcome(d, r, outcome, t0, end, metrics.get(d, {})))
+    return seen
 
 
 def idle_waits(kit: Kit, play: RoundPlay) -> list[Phase]:

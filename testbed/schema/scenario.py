@@ -8,6 +8,7 @@ from testbed.schema.data import Client, Codec, Data, Model
 from testbed.schema.fleet import Fleet, Server
 from testbed.schema.protocol import Protocol, SyncProtocol
 from testbed.schema.resources import Resources
+from testbed.schema.selection import Selection
 from testbed.schema.run import Checkpointing, DeviceState, Eval, Executor, Round, SerialExecutor, Stop
 from testbed.schema.common import Strict
 
@@ -24,6 +25,7 @@ class Scenario(Strict):
     round: Round | None = None                # synchronous rounds; an asynchronous protocol does not use it
     client: Client
     algorithm: Algorithm
+    selection: Selection = Field(default_factory=Selection, exclude_if=lambda s: s.uniform and not s.options)
     codec: Codec = Codec()
     stop: Stop = Stop()
     eval: Eval = Eval()
@@ -74,6 +76,10 @@ class Scenario(Strict):
             if self.round is None:
                 raise ValueError("round: required for synchronous rounds; add round: {clients_per_round: 10}")
             return self
+        if not self.selection.selector().ASYNC:
+            raise ValueError(f"selection: '{self.selection.name}' picks a synchronous round's participants "
+                             "together and cannot pick for asynchronous dispatch; use protocol kind sync, or "
+                             "another selection")
         if self.resources.idle_energy:
             raise ValueError("resources.idle_energy: an asynchronous device never waits for a round to close, so it "
                              "has no idle phase; remove idle_energy")

@@ -106,9 +106,10 @@ def adapter_of(reference: str, **options):
 
 
 def context(round: int, online: list[int], n_select: int):
-    from testbed.algorithms.base import RoundContext
+    from testbed.algorithms.base import RoundContext, select_uniform
 
-    return RoundContext(round, np.array(online), n_select, np.array([10, 20, 30]), None, np.random.default_rng(0))
+    return RoundContext(round, np.array(online), n_select, np.array([10, 20, 30]), None, np.random.default_rng(0),
+                        selected=select_uniform(np.array(online), n_select, np.random.default_rng(1)))
 
 
 def test_fedadam_step_is_bias_corrected_from_zero_v():

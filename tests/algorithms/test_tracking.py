@@ -27,7 +27,7 @@ from helpers import (TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, run_rec
                      tiny_scenario)
 
 from testbed import scenario as sc
-from testbed.algorithms.base import Arrival, RoundContext, ServerState
+from testbed.algorithms.base import Arrival, RoundContext, ServerState, select_uniform
 from testbed.algorithms.tracking import Tracking
 from testbed.data import DATASETS
 from testbed.local import LocalAdam, LocalSGD, train_one
@@ -322,6 +322,11 @@ def test_aggregate_by_hand_three_arrivals_two_tracked():
 
 # ------------------------------------------------------------------------------------------- tracking subset
 
+def picked(n_select: int) -> np.ndarray:
+    """A selection of n_select of the 10 devices, as the uniform selector makes it (testbed/selection/)."""
+    return select_uniform(np.arange(10), n_select, np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("fraction, n_select, expected", [(0.5, 7, 4), (0.3, 7, 3), (0.1, 7, 1), (1.0, 7, 7),
                                                           (0.5, 10, 5), (0.5, 2, 1)])
 def test_tracking_subset_size_and_stream(fraction, n_select, expected):
@@ -329,7 +334,8 @@ def test_tracking_subset_size_and_stream(fraction, n_select, expected):
     state = strategy.init(as_params(X0))
     draws = []
     for seed in (3, 3, 4):
-        ctx = RoundContext(1, np.arange(10), n_select, np.full(10, 2), None, np.random.default_rng(seed))
+        ctx = RoundContext(1, np.arange(10), n_select, np.full(10, 2), None, np.random.default_rng(seed),
+                           selected=picked(n_select))
         tasks = strategy.configure(state, ctx, np.random.default_rng(0))
         chosen = [t.device for t in tasks]
         tracked = {t.device for t in tasks if bool(t.extras["tracked"])}
@@ -344,7 +350,8 @@ def test_tracking_subset_size_and_stream(fraction, n_select, expected):
     assert draws[0][0] == draws[2][0]                # the same selection whatever the strategy stream
     if 0 < expected < n_select:
         other = [{t.device for t in strategy.configure(state, RoundContext(
-            1, np.arange(10), n_select, np.full(10, 2), None, np.random.default_rng(s)), np.random.default_rng(0))
+            1, np.arange(10), n_select, np.full(10, 2), None, np.random.default_rng(s), selected=picked(n_select)),
+            np.random.default_rng(0))
             if bool(t.extras["tracked"])} for s in range(5, 15)]
         assert len({frozenset(o) for o in other}) > 1  # the stream decides who tracks
 
@@ -353,7 +360,7 @@ def test_tracking_subset_size_and_stream(fraction, n_select, expected):
 def test_scaffold_tracks_all_local_adam_none(mode, fraction, expected):
     """SCAFFOLD as ScaffoldConfig builds it (track_fraction 1): all of S; LocalAdam: nobody, whatever the fraction."""
     strategy = tracking(mode, fraction=fraction)
-    ctx = RoundContext(1, np.arange(10), 7, np.full(10, 2), None, np.random.default_rng(0))
+    ctx = RoundContext(1, np.arange(10), 7, np.full(10, 2), None, np.random.default_rng(0), selected=picked(7))
     tasks = strategy.configure(strategy.init(as_params(X0)), ctx, np.random.default_rng(0))
     assert sum(bool(t.extras["tracked"]) for t in tasks) == expected
 

@@ -30,7 +30,7 @@ def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_
     kit = kit_for(two_devices)
     start = kit.begin()
     assert (start.played, start.resumed, start.finished, start.kept) == (0, False, False, {})
-    tasks = {t.device: t for t in kit.configure(start.state, 1, np.array([0, 1]), 2)}
+    tasks = {t.device: t for t in kit.configure(start.state, 1, np.array([0, 1]), 2, np.array([0, 1]))}
     planned = kit.plan_round(tasks, 1, 0.0)
     assert [p.start_s for p in planned[0].plan.phases] == [0, 1.25, 2.25] and planned[0].plan.end_s == 4.5
     assert [p.start_s for p in planned[1].plan.phases] == [0, 1, 3] and planned[1].plan.end_s == 4

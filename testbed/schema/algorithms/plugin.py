@@ -5,15 +5,15 @@ arguments of its `create` (by default its constructor, less the `client`, `down`
 from __future__ import annotations
 
 import inspect
-import typing
 from typing import Any
 
-from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from testbed import plugins
 from testbed.algorithms.base import Build, Strategy
 from testbed.errors import TestbedError
 from testbed.schema.algorithms.config import AlgorithmConfig
+from testbed.schema.options import annotated_types, check_options, parameters
 
 FILLED_BY_THE_RUN = ("client", "down", "up")
 
@@ -33,23 +33,8 @@ class PluginAlgorithm(AlgorithmConfig):
     @model_validator(mode="after")
     def _takes_these_options(self):
         takes = self._options_taken()
-        if takes is None:  # create(build, **options): the strategy checks them itself
-            return self
-        unknown = sorted(set(self.options) - set(takes))
-        if unknown:
-            raise ValueError(f"algorithm.options: {', '.join(unknown)} is not an option of '{self.name}' "
-                             f"(it takes: {', '.join(takes) or 'none'})")
-        missing = [n for n, p in takes.items() if p.default is inspect.Parameter.empty and n not in self.options]
-        if missing:
-            raise ValueError(f"algorithm.options: '{self.name}' needs {', '.join(missing)}; add them to "
-                             "algorithm.options")
-        types = self._option_types()
-        for option, value in self.options.items():
-            if option in types:
-                try:
-                    TypeAdapter(types[option]).validate_python(value)
-                except ValidationError as err:
-                    raise ValueError(f"algorithm.options.{option}: {err.errors()[0]['msg']} (got {value!r})") from None
+        if takes is not None:  # None: create(build, **options) checks them itself
+            check_options("algorithm", self.name, takes, annotated_types(self._creator()[0]), self.options)
         return self
 
     def _class(self) -> type[Strategy]:
@@ -67,19 +52,11 @@ class PluginAlgorithm(AlgorithmConfig):
     def _options_taken(self) -> dict[str, inspect.Parameter] | None:
         """The options the strategy's create takes by name (None: any, through **options)."""
         creator, default = self._creator()
-        parameters = inspect.signature(creator).parameters
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()) and not default:
+        taken = inspect.signature(creator).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken.values()) and not default:
             return None
-        skip = set(FILLED_BY_THE_RUN) if default else {next(iter(parameters), None)}  # create's build argument
-        return {n: p for n, p in parameters.items() if n not in skip
-                and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
-
-    def _option_types(self) -> dict[str, Any]:
-        """The options' annotated types, where they resolve (a dataclass's fields, create's parameters)."""
-        try:
-            return typing.get_type_hints(self._creator()[0])
-        except Exception:  # noqa: BLE001 - an annotation that does not resolve is not checked
-            return {}
+        skip = set(FILLED_BY_THE_RUN) if default else {next(iter(taken), None)}  # create's build argument
+        return parameters(creator, skip)
 
     def asynchronous(self) -> frozenset[str]:
         return frozenset(self._class().ASYNC)

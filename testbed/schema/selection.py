@@ -1,0 +1,43 @@
+"""The scenario's `selection:` section: who is given a task (testbed/selection/).
+
+`selection: {name: oort, options: {alpha: 2}}`: a built-in rule's name, a short name an installed package
+registers, or user code named "package.module:Class" (testbed/plugins.py), a subclass of
+testbed.selection.Selector. `options` are its constructor's keyword arguments, checked by name and annotated
+type, and the selector is built once here so a value it refuses is refused before the run. Default: uniform.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from testbed import plugins
+from testbed.schema.common import Strict
+from testbed.schema.options import annotated_types, check_options, parameters
+from testbed.selection import SELECTORS, Selector
+
+
+class Selection(Strict):
+    name: str = "uniform"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _a_selector_with_these_options(self):
+        cls = plugins.resolve("selector", SELECTORS, self.name)
+        plugins.check_subclass(cls, Selector, self.name)
+        check_options("selection", self.name, parameters(cls, set()), annotated_types(cls), self.options)
+        self.selector()
+        return self
+
+    def selector(self) -> Selector:
+        """A fresh selector of this section."""
+        cls = plugins.resolve("selector", SELECTORS, self.name)
+        try:
+            return cls(**self.options)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"selection.options: '{self.name}' refused its options ({type(err).__name__}: "
+                             f"{' '.join(str(err).split())}); fix them") from None
+
+    @property
+    def uniform(self) -> bool:
+        return self.name == "uniform"

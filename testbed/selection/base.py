@@ -1,0 +1,113 @@
+"""Participant selection: who is given a task, shared by synchronous rounds and asynchronous dispatch.
+
+A Selector (the class below: every hook with its default) is asked, each round (sync) or each time slots free up
+(async), to pick `n_select` devices among the candidates: the devices usable at that instant (online, fitting
+memory and battery where those are modelled, not already holding a task). It decides from what a real server could
+know, never from the simulator's ground truth:
+- `registry`: what each device declared when it registered (its profile's nominal FLOP/s, link rates, latency,
+  and its number of samples), and the task time those figures predict; not its capability tier, fluctuating rates
+  or future availability;
+- `history`: what the server has observed (history.py): each device's tasks and their outcomes, measured task
+  durations, reported training losses, when it was seen online;
+- `candidates`: who answers now; the deadline, and the clock.
+After a round (or an asynchronous aggregation) the selector is told what happened (`observe`); the history has
+been updated by then. Selection draws from its own random stream (`rng`), apart from the strategy's, so two
+algorithms with the same selector select alike for a seed.
+
+The strategy then sets each selected device's task (Strategy.configure, from RoundContext.selected): who trains is
+the selector's business, on what terms the strategy's.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from testbed.selection.history import History, Outcome
+
+
+@dataclass(frozen=True)
+class Registry:
+    """What each device declared when it registered, (n,) arrays: its profile's nominal figures, not what it
+    will actually deliver (tiers, fluctuating rates and availability stay hidden)."""
+
+    flops_per_s: np.ndarray   # nominal training FLOP/s: peak x efficiency
+    down_Bps: np.ndarray
+    up_Bps: np.ndarray
+    latency_s: np.ndarray
+    num_samples: np.ndarray   # training samples
+    task_s: np.ndarray        # a full-model task's predicted time from these: download + compute + upload
+
+    @property
+    def n(self) -> int:
+        return len(self.num_samples)
+
+
+class SelectionContext:
+    """One selection: round (sync) or dispatch number (async), the instant, how many to pick, and what the server
+    knows. `candidates` is listed on first use (an asynchronous dispatch at 100,000 devices need not list them
+    where a selector draws with `usable`)."""
+
+    def __init__(self, round: int, now: float, n_select: int, registry: Registry, history: History,
+                 candidates: Callable[[], np.ndarray], usable: Callable[[int], bool], *,
+                 deadline_s: float | None = None, asynchronous: bool = False,
+                 probe: Callable[[np.ndarray], np.ndarray] | None = None):
+        self.round, self.now, self.n_select = round, now, n_select
+        self.registry, self.history = registry, history
+        self.deadline_s = deadline_s          # the synchronous round's deadline (round.deadline_s), if any
+        self.asynchronous = asynchronous      # an asynchronous dispatch (protocol.kind: async)
+        self.probe = probe                    # probe(ids) -> each one's loss on the current model, measured and
+                                              # charged on the clock (sync rounds only; None otherwise)
+        self._candidates, self._usable = candidates, usable
+
+    @cached_property
+    def candidates(self) -> np.ndarray:
+        """Ids of the devices usable now, increasing."""
+        return self._candidates()
+
+    def usable(self, device: int) -> bool:
+        """Whether this one device is usable now (a draw by rejection need not list the candidates)."""
+        return self._usable(device)
+
+
+class Selector(ABC):
+    """A participant-selection rule. Subclass it with the options as constructor parameters (a dataclass is
+    simplest; its fields' annotations are what the scenario's `selection.options` are checked against), override
+    `select`, and whichever hooks differ from the defaults below.
+
+    A selector is the server's, and may keep state across rounds (a pacer, credits, an exploration rate): `state`
+    and `restore` carry it through a checkpoint, by default the instance's attributes, which must then be plain
+    data (numbers, strings, numpy arrays, lists and dicts of them).
+    ASYNC: whether it can pick for an asynchronous dispatch (protocol.kind: async), where slots free up one at a
+    time and there is no round deadline.
+    """
+
+    ASYNC: ClassVar[bool] = True
+
+    def bind(self, registry: Registry, rounds: int, clients_per_round: int) -> None:
+        """Called once before the first selection, with what the run declares: the devices' registration, the
+        rounds (stop.max_rounds) and K. Default: nothing."""
+
+    @abstractmethod
+    def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
+        """Up to ctx.n_select distinct ids among ctx.candidates, drawing with `rng` (the selection stream)."""
+
+    def observe(self, round: int, now: float, outcomes: list[Outcome], history: History) -> None:
+        """What happened to the tasks that ended since the last call (a round's, or those an asynchronous
+        aggregation closes), with the history already updated. Default: nothing."""
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the selector. Default: its attributes."""
+        return dict(vars(self))
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back what `state` returned. Default: set the attributes."""
+        vars(self).update(state)
+
+
+def select_uniform(online: np.ndarray, n_select: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform sample without replacement among the online devices, in increasing id order."""
+    return np.sort(rng.choice(online, size=min(n_select, len(online)), replace=False))

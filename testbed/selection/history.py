@@ -1,0 +1,95 @@
+"""What the server has observed of each device: the record selectors decide from.
+
+Semantics (all per device, (n,) arrays; a real server sees each of these):
+- A task is `selected` at its dispatch and ends in one outcome: "arrived" (its update reached the server and was
+  used), "surplus" (arrived, at its round's close, beyond the K-th), "stale" (arrived too stale to use), "cut"
+  (still under way when its round closed, at the deadline or at the K-th arrival, or when the run ended), or
+  "dropped" (its device went offline, or its battery emptied). `arrived` counts every update that reached the
+  server (arrived, surplus, stale): the server received it and timed it.
+- `duration_s`: the last measured task time, dispatch to arrival at the server (NaN: none arrived yet);
+  `duration_sum_s` / `arrived` is its mean.
+- `loss`, `loss_sq`, `loss_round`: the mean and the root-mean-square of the training losses the device last
+  reported with an update the server trained (sync: the K kept; async: the buffered), and the round of it.
+- `last_selected`: the round (dispatch, in async) it was last given a task in; 0 for never.
+- Availability: `checks` counts the instants at which the server listed who was usable (each synchronous round's
+  start; an asynchronous dispatch where its selector listed the candidates); `seen_online` how many of those
+  found the device online, `online_since_s` when its current online streak was first seen (NaN while offline).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OUTCOMES = ("arrived", "surplus", "stale", "cut", "dropped")
+RECEIVED = ("arrived", "surplus", "stale")   # the server received the update, and timed it
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one task ended, as the server saw it."""
+
+    device: int
+    round: int                 # the round (async: dispatch) it was selected in
+    outcome: str               # one of OUTCOMES
+    dispatched_s: float
+    ended_s: float             # its arrival, its drop, or the close that cut it
+    metrics: dict = field(default_factory=dict)   # the device's training report where the server trained its
+                                                  # update: train_loss, train_loss_sq, train_accuracy
+
+
+@dataclass
+class History:
+    selected: np.ndarray
+    arrived: np.ndarray
+    dropped: np.ndarray
+    last_selected: np.ndarray
+    duration_s: np.ndarray
+    duration_sum_s: np.ndarray
+    loss: np.ndarray
+    loss_sq: np.ndarray
+    loss_round: np.ndarray
+    seen_online: np.ndarray
+    online_since_s: np.ndarray
+    checks: int = 0
+
+    @classmethod
+    def empty(cls, n: int) -> History:
+        count, nan = (lambda: np.zeros(n, dtype=np.int64)), (lambda: np.full(n, math.nan))
+        return cls(selected=count(), arrived=count(), dropped=count(), last_selected=count(), duration_s=nan(),
+                   duration_sum_s=np.zeros(n), loss=nan(), loss_sq=nan(), loss_round=count(),
+                   seen_online=count(), online_since_s=nan())
+
+    @property
+    def n(self) -> int:
+        return len(self.selected)
+
+    def dispatched(self, devices: np.ndarray, round: int) -> None:
+        """These devices were given a task in this round (dispatch)."""
+        self.selected[devices] += 1
+        self.last_selected[devices] = round
+
+    def looked(self, online: np.ndarray, now: float) -> None:
+        """The server listed who is online at `now` ((n,) bool)."""
+        self.checks += 1
+        self.seen_online += online
+        self.online_since_s = np.where(online, np.where(np.isnan(self.online_since_s), now, self.online_since_s),
+                                       math.nan)
+
+    def record(self, outcomes: list[Outcome]) -> None:
+        """Tasks that ended."""
+        for o in outcomes:
+            if o.outcome not in OUTCOMES:
+                raise ValueError(f"unknown outcome {o.outcome!r}; one of {', '.join(OUTCOMES)}")
+            d = o.device
+            if o.outcome in RECEIVED:
+                self.arrived[d] += 1
+                self.duration_s[d] = o.ended_s - o.dispatched_s
+                self.duration_sum_s[d] += o.ended_s - o.dispatched_s
+            elif o.outcome == "dropped":
+                self.dropped[d] += 1
+            if "train_loss" in o.metrics:
+                self.loss[d] = o.metrics["train_loss"]
+                self.loss_sq[d] = o.metrics.get("train_loss_sq", o.metrics["train_loss"])
+                self.loss_round[d] = o.round
