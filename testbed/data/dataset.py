@@ -11,8 +11,8 @@ class Dataset:
     """A labelled dataset held in memory as tensors, with a held-out test split.
 
     Datasets with natural clients (a writer, a speaking role, a user) give each sample's client id in
-    `train_clients` / `test_clients`; the `natural` partition uses them. Inputs are float images (N, C, H, W)
-    or integer token windows (N, T); labels are class or next-token indices.
+    `train_clients` / `test_clients`; the `natural` partition uses them. Inputs are float images (N, C, H, W),
+    float signal windows (N, C, T) or integer token windows (N, T); labels are class or next-token indices.
     """
 
     name: str

@@ -26,6 +26,10 @@ def _tokens(length: int) -> Callable[[], torch.Tensor]:
     return lambda: torch.zeros(1, length, dtype=torch.long)
 
 
+def _signal(channels: int, steps: int) -> Callable[[], torch.Tensor]:
+    return lambda: torch.zeros(1, channels, steps)
+
+
 def _vector(dim: int) -> Callable[[], torch.Tensor]:
     return lambda: torch.zeros(1, dim)
 
@@ -45,6 +49,7 @@ REFERENCE_INPUTS: dict[str, Reference] = {
     "vgg16_gn": Reference(_image(3, 64), 200),
     "resnet18": Reference(_image(3, 32), 10),
     "resnet20": Reference(_image(3, 32), 10),
+    "cnn1d_har": Reference(_signal(6, 128), 6),
     "char_lstm": Reference(_tokens(80), 80),
     "lstm_lm": Reference(_tokens(10), 10_000),
     "mlp": Reference(_image(1, 8), 10),
@@ -66,6 +71,7 @@ REFERENCE_DATA: dict[str, str] = {
     "vgg16_gn": "Tiny-ImageNet 3x64x64",
     "resnet18": "CIFAR-10 3x32x32 (FAdamGT, FedAdam-SSM)",
     "resnet20": "CIFAR-10 3x32x32 (FedLion)",
+    "cnn1d_har": "UCI HAPT 6x128 (acc + gyro, 2.56 s)",
     "char_lstm": "Shakespeare 80 chars, vocab 80 (LEAF)",
     "lstm_lm": "Reddit 10 tokens, vocab 10,000 (FedLPS)",
     "mlp": "scikit-learn digits 1x8x8 (FedAvg 2NN)",

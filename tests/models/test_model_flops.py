@@ -51,6 +51,22 @@ def test_lstm_lm_by_hand():
     assert forward_flops_per_sample(model, torch.zeros(1, 10, dtype=torch.long)) == by_hand == 10_317_440
 
 
+def test_conv1d_counts_output_positions_times_kernel_and_channels():
+    # 'valid' conv, stride 2: (20 - 3) // 2 + 1 = 9 positions x 4 out x 5 in x 3 taps
+    model = nn.Conv1d(5, 4, 3, stride=2)
+    assert forward_flops_per_sample(model, torch.zeros(2, 5, 20)) == 9 * 4 * 5 * 3
+
+
+def test_cnn1d_har_by_hand():
+    # 'same' convs of kernel 5 on 128 -> 64 -> 32 steps (each followed by maxpool 2, uncounted), then the head
+    convs = 128 * 32 * 6 * 5 + 64 * 64 * 32 * 5 + 32 * 64 * 64 * 5
+    by_hand = convs + 64 * 16 * 64 + 64 * 6
+    model = MODELS["cnn1d_har"]((6, 128), 6, 1.0)
+    assert forward_flops_per_sample(model, torch.zeros(1, 6, 128)) == by_hand == 1_499_520
+    assert sum(p.numel() for p in model.parameters()) == (6 * 32 * 5 + 32) + (32 * 64 * 5 + 64) + (
+        64 * 64 * 5 + 64) + (1024 * 64 + 64) + (64 * 6 + 6) == 97_830
+
+
 def test_embedding_lookup_counts_zero():
     model = nn.Sequential(nn.Embedding(100, 4), nn.Flatten(), nn.Linear(12, 2))
     assert forward_flops_per_sample(model, torch.zeros(1, 3, dtype=torch.long)) == 12 * 2
