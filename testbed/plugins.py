@@ -146,8 +146,8 @@ def check_subclass(found: Any, base: type, reference: str) -> None:
     signature of every method it overrides (it must take the arguments the testbed passes)."""
     interface = f"{base.__module__}.{base.__name__}"
     if not (isinstance(found, type) and issubclass(found, base)):
-        what = type(found).__name__ if not isinstance(found, type) else f"the class {found.__name__}"
-        raise PluginError(f"'{reference}' is {_article(what)}, not a {base.__name__}; subclass {interface} "
+        what = _article(type(found).__name__) if not isinstance(found, type) else f"the class {found.__name__}"
+        raise PluginError(f"'{reference}' is {what}, not a {base.__name__}; subclass {interface} "
                           "(docs/extending.md)")
     missing = sorted(getattr(found, "__abstractmethods__", ()))
     if missing:

@@ -196,7 +196,7 @@ BAD = {
                         "model factory is, (sample_shape, num_classes, width)"),
     "model returns no module": ("model.name=user_code:not_a_module",
                                 "model.name: 'user_code:not_a_module' returned list, not a torch.nn.Module"),
-    "unknown model": ("model.name=cnn_51", "model.name: unknown model 'cnn_51'; choose one of: char_lstm, cnn_512"),
+    "unknown model": ("model.name=cnn_51", "model.name: unknown model 'cnn_51'; choose one of: char_lstm, cnn1d_har, cnn_512"),
     "loader raises": ("data.name=user_code:broken",
                       "data.name: 'user_code:broken' raised KeyError: \"no column 'label'\"; fix the loader"),
     "loader returns no dataset": ("data.name=user_code:not_a_dataset",
