@@ -1,7 +1,9 @@
 """Oort: guided participant selection (Lai, Zhu, Madhyastha, Chowdhury, "Oort: Efficient Federated Learning via
-Guided Participant Selection", OSDI 2021), as its public code runs it: FedScale's thirdparty/oort/oort.py
-(SymbioticLab/FedScale, commit 3e5ba36) with fedscale/cloud/config_parser.py's defaults; SymbioticLab/Oort's
-oort/oort.py and training/argParser.py give the other column of the table below.
+Guided Participant Selection", OSDI 2021), as its public code runs it: SymbioticLab/FedScale's
+thirdparty/oort/oort.py (commit 3e5ba36) with the defaults of fedscale/cloud/config_parser.py (0f1a07e), the
+utility of fedscale/cloud/execution/torch_client.py (036cee4) and the feedback of aggregation/aggregator.py
+(0f1a07e); SymbioticLab/Oort's oort/oort.py (f5fccf3) and training/argParser.py (25c8853) give the table's other
+column (a later argParser, 11494b8, turns T off with round_threshold 101 and has 0.98, 0.95 for decay, clip).
 
 The rule, each round (each dispatch in async), picking k = n_select among the usable candidates:
 - statistical utility of device i: U_i = |B_i| sqrt(mean of its squared training losses), from the device's
@@ -25,7 +27,7 @@ The rule, each round (each dispatch in async), picking k = n_select among the us
   (exploited + 1); keep those scoring at least c, and at least floor(exploit_pool x exploited) + 1 of the best
   (FedScale's "at least 10 times" augmentation; 0 gives Oort's code); draw by score, without replacement;
 - exploration, among candidates never given a task: weight = |B_i| x its system factor from registry.task_s
-  (data size x speed); keep the int(sample_window x explored) heaviest, draw by weight, without replacement;
+  (data size x speed); keep the int(sample_window x picks) heaviest, draw the picks by weight, without replacement;
 - the pacer, every pacer_step rounds (aggregations): with S, S' the sums over the last two windows of each round's
   mean utility of the exploited devices that reported, |S - S'| <= 0.1 S' relaxes the threshold by pacer_delta
   (up to 100), |S - S'| >= 5 S' tightens it by pacer_delta (down to pacer_delta);
@@ -46,7 +48,7 @@ Options (FedScale's defaults; Oort's code where it differs):
     clip_bound          0.9       0.98          quantile where utilities are clipped
     cut_off_util        0.05      0.7           the cut-off: this fraction of the score at rank exploited + 1
     exploit_pool        10        0             keep at least this many times the exploited, best first
-    sample_window       5.0       5.0           exploration draws among this many times the explored, heaviest
+    sample_window       5.0       5.0           exploration draws among this many times its picks, heaviest
     pacer_step          20        20            rounds (aggregations) per pacer window
     pacer_delta         5         5             percentile points the pacer moves T by
     blacklist_rounds    None      None (-1)     blacklist devices picked more than this many times; None: off
@@ -60,6 +62,7 @@ Deviations from the code, each a known fault or a choice the testbed forces:
 - Oort's code tops up to K at random and counts those in the pacer: nothing here is picked at random outside
   the two draws, and only exploited devices' reports feed the pacer.
 - FedScale slices its blacklist with a float (an error when it caps): the cap is int(blacklist_max_len x N).
+  A blacklisted device is not picked even where that leaves fewer than k picks.
 - Utility: the RMS of all the task's minibatch losses (FedScale squares the last minibatch's per-sample losses);
   a device tried but whose update was never trained (cut, surplus, stale, dropped) keeps its last reported utility
   or, if it never reported one, the mean of the explored candidates' (FedScale gives such stragglers the round's
@@ -147,7 +150,8 @@ class Oort(Selector):
             if d in self.exploiting:
                 self.exploiting.remove(d)
                 if "train_loss" in o.metrics:
-                    self.window_sum[-1] += self.samples[d] * o.metrics.get("train_loss_sq", o.metrics["train_loss"])
+                    self.window_sum[-1] += float(self.samples[d] * o.metrics.get("train_loss_sq",
+                                                                                 o.metrics["train_loss"]))
                     self.window_count[-1] += 1
 
     # ---- the pieces of the rule ---------------------------------------------------------------------------

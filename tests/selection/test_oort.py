@@ -65,6 +65,10 @@ def test_utility_durations_and_scores_by_hand():
     # a device tried but that never reported a loss counts as the mean of those that did
     history.loss_sq[2] = math.nan
     assert oort.utilities(np.arange(3), history).tolist() == [10.0, 40.0, 25.0]
+    # FedScale's |B| = min(samples, local_steps x batch_size)
+    capped = Oort(samples_cap=15)
+    capped.bind(reg, 10, 2)
+    assert capped.utilities(np.arange(2), history).tolist() == [10.0, 30.0]
 
 
 def test_one_selection_by_hand():
@@ -284,4 +288,7 @@ def test_choices_depend_on_what_the_server_saw_not_on_the_hidden_fleet(monkeypat
         for kit in kits:
             kit.history.dispatched(picks[0], r)
             kit.ended(r, r + 2.0, outcomes)
-    assert kits[0].selector.state().keys() == kits[1].selector.state().keys()
+    states = [kit.selector.state() for kit in kits]
+    assert states[0]["exploiting"] == states[1]["exploiting"] and np.array_equal(states[0]["cut_s"], states[1]["cut_s"])
+    # devices 0 and 3 were cut (after 1 + d / 10 s), the others arrived
+    assert states[0]["cut_s"] == pytest.approx([1.0, 0, 0, 1.3, 0, 0]) and states[0]["exploiting"] == []
