@@ -1,9 +1,10 @@
 """Participant selection (base.py: the interface; history.py: what the server observed; one module a rule)."""
 from testbed.selection.base import Registry, SelectionContext, Selector, select_uniform
 from testbed.selection.history import History, Outcome
+from testbed.selection.fedcs import FedCS
 from testbed.selection.uniform import Uniform
 
-SELECTORS: dict[str, type[Selector]] = {"uniform": Uniform}
+SELECTORS: dict[str, type[Selector]] = {"uniform": Uniform, "fedcs": FedCS}
 
-__all__ = ["SELECTORS", "History", "Outcome", "Registry", "SelectionContext", "Selector", "Uniform",
+__all__ = ["SELECTORS", "FedCS", "History", "Outcome", "Registry", "SelectionContext", "Selector", "Uniform",
            "select_uniform"]
