@@ -2,9 +2,10 @@
 from testbed.selection.base import Registry, SelectionContext, Selector, select_uniform
 from testbed.selection.history import History, Outcome
 from testbed.selection.fedcs import FedCS
+from testbed.selection.tifl import TiFL
 from testbed.selection.uniform import Uniform
 
-SELECTORS: dict[str, type[Selector]] = {"uniform": Uniform, "fedcs": FedCS}
+SELECTORS: dict[str, type[Selector]] = {"uniform": Uniform, "tifl": TiFL, "fedcs": FedCS}
 
-__all__ = ["SELECTORS", "FedCS", "History", "Outcome", "Registry", "SelectionContext", "Selector", "Uniform",
+__all__ = ["SELECTORS", "FedCS", "History", "Outcome", "Registry", "SelectionContext", "Selector", "TiFL", "Uniform",
            "select_uniform"]

@@ -4,12 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from conftest import deadline_raw, registry_of, run_deadline, selected_by_round
-from helpers import ROOT, run_killed_after, tiny_scenario
+from selection_runs import (deadline_raw, registry_of, resume_keeps_the_tables, run_deadline,
+                            selected_by_round)
+from helpers import ROOT, tiny_scenario
 
 from testbed import scenario as sc
 from testbed.errors import TestbedError
-from testbed.runner import run_scenario
 from testbed.selection import FedCS, History, Registry, SelectionContext
 from testbed.selection.fedcs import greedy_schedule
 
@@ -112,13 +112,6 @@ def test_fewer_late_devices_than_uniform_on_fedprox_deadline(uniform_deadline_ru
 
 
 def test_a_resumed_run_gives_the_tables_of_an_unbroken_one(tmp_path):
-    raw = tiny_scenario({"name": "fedavg"}, rounds=6) | {
-        "selection": {"name": "fedcs", "options": {"request_fraction": 0.5}}, "checkpoint": {"every_rounds": 1}}
-    raw["fleet"]["groups"] = [{"profile": "raspberry_pi_4", "count": 4}, {"profile": "phone_low", "count": 4}]
-    raw["round"] = {"clients_per_round": 3, "deadline_s": 20}
-    run_scenario(sc.validate(raw, "test", ROOT), "test", tmp_path / "unbroken", quiet=True)
-    run_killed_after(raw, tmp_path / "broken", 3)
-    run_scenario(sc.validate(raw, "test", ROOT), "test", tmp_path / "broken", quiet=True, resume=True)
-    for table in ("rounds.csv", "events.csv"):
-        assert (tmp_path / "broken" / "tiny" / "0" / table).read_bytes() == \
-            (tmp_path / "unbroken" / "tiny" / "0" / table).read_bytes()
+    """FedCS keeps no state of its own; the selection stream it draws the request from must come back."""
+    assert resume_keeps_the_tables({"name": "fedcs", "options": {"request_fraction": 0.5}},
+                                   {"clients_per_round": 3, "deadline_s": 20}, tmp_path)
