@@ -19,12 +19,12 @@ def deadline_raw(*overrides: str) -> dict:
     return apply_overrides(read_yaml(DEADLINE), [*SHORT, *overrides])
 
 
-def run_deadline(selection: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_deadline(selection: str, *overrides: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """rounds and events of fedprox_deadline's short run with this selector."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # two threads contend with the other tests for 2 cores
     try:
-        records, events = simulate(deadline_raw(f"selection.name={selection}"))
+        records, events = simulate(deadline_raw(f"selection.name={selection}", *overrides))
     finally:
         torch.set_num_threads(threads)
     return pd.DataFrame(records), pd.DataFrame(events)

@@ -111,6 +111,14 @@ def test_fewer_late_devices_than_uniform_on_fedprox_deadline(uniform_deadline_ru
         assert round_time(sorted(picked, key=lambda k: phases[1][k]), *phases) <= 10
 
 
+def test_devices_slower_than_they_declare_miss_the_deadline():
+    """FedCS's own failure mode, measured: the Jetsons run at 1/1000 of their declared FLOP/s (a hidden capability
+    tier), FedCS still trusts their declared figures and picks them, and they are late: 1, 4 and 4 of its 6, 7
+    and 7 picks over the 3 rounds."""
+    rounds, _ = run_deadline("fedcs", "fleet.groups.3.tiers=[0.001]")
+    assert rounds.late.tolist() == [1, 4, 4] and rounds.selected.tolist() == [6, 7, 7]
+
+
 def test_a_resumed_run_gives_the_tables_of_an_unbroken_one(tmp_path):
     """FedCS keeps no state of its own; the selection stream it draws the request from must come back."""
     assert resume_keeps_the_tables({"name": "fedcs", "options": {"request_fraction": 0.5}},
