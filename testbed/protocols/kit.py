@@ -111,7 +111,8 @@ class Kit:
         flops = np.array([training_flops(self._forward_flops, client.samples_processed(int(n))) for n in sizes],
                          dtype=np.float64)[each]
         task_s = 2 * fleet.latency_s + bytes_down / fleet.down_Bps + flops / flops_per_s + bytes_up / fleet.up_Bps
-        return Registry(flops_per_s, fleet.down_Bps, fleet.up_Bps, fleet.latency_s, self._num_samples, task_s)
+        return Registry(flops_per_s, fleet.down_Bps, fleet.up_Bps, fleet.latency_s, self._num_samples, task_s,
+                        bytes_down=float(bytes_down), bytes_up=float(bytes_up), train_flops=flops)
 
     # ---- the run ------------------------------------------------------------------------------------------
     def begin(self) -> Start:

@@ -75,6 +75,9 @@ class Scenario(Strict):
         if self.protocol.kind == "sync":
             if self.round is None:
                 raise ValueError("round: required for synchronous rounds; add round: {clients_per_round: 10}")
+            if self.round.deadline_s is None and self.selection.selector().needs_deadline():
+                raise ValueError(f"selection: '{self.selection.name}' picks devices that fit a round deadline and "
+                                 "none is set; add round.deadline_s, or a deadline_s to selection.options")
             return self
         if not self.selection.selector().ASYNC:
             raise ValueError(f"selection: '{self.selection.name}' picks a synchronous round's participants "

@@ -40,6 +40,18 @@ class Registry:
     latency_s: np.ndarray
     num_samples: np.ndarray   # training samples
     task_s: np.ndarray        # a full-model task's predicted time from these: download + compute + upload
+    # what the server knows of a full-model task itself (its model, codecs and the clients' training work), for
+    # selectors that time its phases apart; task_s is latency x 2 + download + compute + upload of these
+    bytes_down: float | None = None        # a download's payload
+    bytes_up: float | None = None          # an upload's payload
+    train_flops: np.ndarray | None = None  # (n,) each device's training FLOPs
+
+    def phases_s(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(n,) each a full-model task's predicted download (latency included), compute and upload seconds."""
+        if self.bytes_down is None or self.bytes_up is None or self.train_flops is None:
+            raise ValueError("registry: bytes_down, bytes_up and train_flops are needed to time a task's phases")
+        return (self.latency_s + self.bytes_down / self.down_Bps, self.train_flops / self.flops_per_s,
+                self.latency_s + self.bytes_up / self.up_Bps)
 
     @property
     def n(self) -> int:
@@ -94,6 +106,11 @@ class Selector(ABC):
     @abstractmethod
     def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
         """Up to ctx.n_select distinct ids among ctx.candidates, drawing with `rng` (the selection stream)."""
+
+    def needs_deadline(self) -> bool:
+        """Whether it picks against the synchronous round's deadline (round.deadline_s) and has none of its own:
+        a scenario without round.deadline_s is then refused. Default: no."""
+        return False
 
     def observe(self, round: int, now: float, outcomes: list[Outcome], history: History) -> None:
         """What happened to the tasks that ended since the last call (a round's, or those an asynchronous
