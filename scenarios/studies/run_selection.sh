@@ -1,0 +1,43 @@
+#!/bin/sh
+# The selection study (docs/selection.md): uniform selection against every selector, 3 seeds, on
+#  (a) the heterogeneity study's fleet with hidden capability tiers: drawn once (Fix) at the low, medium and high
+#      levels, and redrawn every round (Dyn, the heterogeneity study's own) at the high level;
+#  (b) Shakespeare on its phone fleet with Markov availability (scenarios/shakespeare.yaml, fewer rounds);
+#  (c) HAR on phones that come and go, against a deadline (scenarios/studies/selection_har.yaml);
+#  (d) FedBuff on (c)'s fleet: whether selection and asynchronous aggregation combine (power_of_choice with the
+#      losses devices last reported: asynchronous dispatch cannot wait for probes);
+# into $OUT/<setup>/<setup>-<selector>/<seed>/, then the table (scenarios/studies/selection_table.py).
+# FedCS needs a deadline: (a) has none, so FedCS gets its own, selection.options.deadline_s (below).
+set -e
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-runs/studies/selection}
+JOBS=${JOBS:-2}
+SEEDS=${SEEDS:-[0,1,2]}
+SHAKESPEARE_SEEDS=${SHAKESPEARE_SEEDS:-[0]}
+SYNC=${SYNC:-[uniform,oort,tifl,fedcs,power_of_choice,availability]}
+NO_FEDCS=${NO_FEDCS:-[uniform,oort,tifl,power_of_choice,availability]}
+ASYNC=${ASYNC:-[uniform,oort,availability]}
+sweep() { testbed sweep "$@" --out "$OUT" --jobs "$JOBS" --quiet > /dev/null; }
+
+HET=scenarios/studies/selection_heterogeneity.yaml
+for level in low medium high; do
+  sweep $HET --grid "selection.name=$NO_FEDCS" --grid "seed=$SEEDS" \
+    --set fleet.heterogeneity=$level --set name=het_fix_$level
+  sweep $HET --grid "seed=$SEEDS" --set selection.name=fedcs --set selection.options.deadline_s=0.05 \
+    --set fleet.heterogeneity=$level --set name=het_fix_$level-fedcs
+done
+sweep $HET --grid "selection.name=$NO_FEDCS" --grid "seed=$SEEDS" \
+  --set fleet.groups.0.resample_tiers_each_round=true --set name=het_dyn_high
+sweep $HET --grid "seed=$SEEDS" --set selection.name=fedcs --set selection.options.deadline_s=0.05 \
+  --set fleet.groups.0.resample_tiers_each_round=true --set name=het_dyn_high-fedcs
+
+sweep scenarios/shakespeare.yaml --grid "selection.name=$SYNC" --grid "seed=$SHAKESPEARE_SEEDS" \
+  --set stop.max_rounds=20 --set eval.every_rounds=4 --set executor.threads=1 --set name=shakespeare
+sweep scenarios/studies/selection_har.yaml --grid "selection.name=$SYNC" --grid "seed=$SEEDS" --set name=har
+FEDBUFF='protocol={kind: async, concurrency: 7, buffer_size: 5}'
+sweep scenarios/studies/selection_har.yaml --grid "selection.name=$ASYNC" --grid "seed=$SEEDS" --set "$FEDBUFF" \
+  --set name=har_fedbuff
+sweep scenarios/studies/selection_har.yaml --grid "seed=$SEEDS" --set "$FEDBUFF" --set selection.name=power_of_choice \
+  --set selection.options.loss=reported --set name=har_fedbuff-power_of_choice
+
+python scenarios/studies/selection_table.py "$OUT" docs/selection/table.csv

@@ -1,0 +1,68 @@
+"""The selection study's table (docs/selection.md): per setup and selector, mean ± std over seeds of the time to
+the target accuracy (and how many seeds reached it), its speed-up over uniform selection (the ratio of the mean
+times), the final accuracy, the uplink megabytes and joules spent to the target, and fairness: devices never
+trained, the Gini coefficient of participation, the worst 10% of devices' local accuracy (analysis/fairness.py).
+
+    python scenarios/studies/selection_table.py runs/studies/selection [out.csv]
+"""
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.fairness import fairness
+from analysis.metrics import cost_to_accuracy
+from analysis.runs import load_run
+
+
+def per_run(run) -> dict:
+    target = run.target_accuracy
+    cost = cost_to_accuracy(run.rounds, target)
+    reached = cost["time_s"] is not None
+    return {"setup": run.name.split("-")[0], "selector": (run.scenario.get("selection") or {}).get("name", "uniform"),
+            "seed": run.seed, "target": target, "reached": reached,
+            "time_s": cost["time_s"] if reached else math.nan,
+            "final_accuracy": run.summary["final_accuracy"],
+            "uplink_MB": cost["bytes_up"] / 1e6 if reached else math.nan,
+            "energy_J": cost.get("energy_J") if reached and cost.get("energy_J") is not None else math.nan,
+            **fairness(run)}
+
+
+def table(folder: str) -> pd.DataFrame:
+    runs = pd.DataFrame([per_run(load_run(p.parent)) for p in sorted(Path(folder).glob("*/*/*/rounds.csv"))])
+    rows = []
+    for (setup, selector), group in runs.groupby(["setup", "selector"], sort=False):
+        row = {"setup": setup, "selector": selector, "target": group["target"].iloc[0],
+               "reached": f"{int(group['reached'].sum())}/{len(group)}"}
+        for column in ("time_s", "final_accuracy", "uplink_MB", "energy_J", "never_trained", "gini",
+                       "local_accuracy_p10"):
+            row[column] = group[column].mean()
+            row[f"{column}_std"] = group[column].std(ddof=0)
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    uniform = out[out["selector"] == "uniform"].set_index("setup")["time_s"]
+    out["speedup"] = out["setup"].map(uniform) / out["time_s"]
+    return out
+
+
+def markdown(out: pd.DataFrame) -> str:
+    def pm(row, column, digits):
+        value, std = row[column], row[f"{column}_std"]
+        return "n/a" if math.isnan(value) else f"{value:.{digits}f} ± {std:.{digits}f}"
+
+    lines = ["| setup | selector | reached | time to target (s) | speed-up | final acc. | uplink MB | energy J "
+             "| never trained | Gini | worst 10% local acc. |", "|" + "---|" * 11]
+    for _, r in out.iterrows():
+        speedup = "n/a" if math.isnan(r["speedup"]) else f"{r['speedup']:.2f}x"
+        lines.append(f"| {r['setup']} | {r['selector']} | {r['reached']} | {pm(r, 'time_s', 2)} | {speedup} | "
+                     f"{pm(r, 'final_accuracy', 3)} | {pm(r, 'uplink_MB', 1)} | {pm(r, 'energy_J', 0)} | "
+                     f"{pm(r, 'never_trained', 1)} | {pm(r, 'gini', 2)} | {pm(r, 'local_accuracy_p10', 3)} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    result = table(sys.argv[1])
+    if len(sys.argv) > 2:
+        result.to_csv(sys.argv[2], index=False)
+    print(markdown(result))
