@@ -11,6 +11,7 @@ from testbed.schema.resources import Resources
 from testbed.schema.selection import Selection
 from testbed.schema.run import Checkpointing, DeviceState, Eval, Executor, Round, SerialExecutor, Stop
 from testbed.schema.common import Strict
+from testbed.selection import PowerOfChoice
 
 
 class Scenario(Strict):
@@ -76,7 +77,12 @@ class Scenario(Strict):
             if self.round is None:
                 raise ValueError("round: required for synchronous rounds; add round: {clients_per_round: 10}")
             return self
-        if not self.selection.selector().ASYNC:
+        selector = self.selection.selector()
+        if isinstance(selector, PowerOfChoice) and selector.loss == "probe":
+            raise ValueError("selection.options.loss: power_of_choice's probe asks candidates for their loss at a "
+                             "synchronous round's start, and async dispatch has none; use loss: reported, or "
+                             "protocol kind sync")
+        if not selector.ASYNC:
             raise ValueError(f"selection: '{self.selection.name}' picks a synchronous round's participants "
                              "together and cannot pick for asynchronous dispatch; use protocol kind sync, or "
                              "another selection")
