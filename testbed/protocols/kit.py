@@ -179,10 +179,9 @@ class Kit:
     def probe(self, state: ServerState, r: int, t0: float) -> Probe:
         """Round r's probe from t0 (protocols/probe.py): the candidates' losses on the current model, each
         download, forward pass over its training samples and upload planned on the clock."""
-        bytes_down = self._nbytes(CODECS[self.scenario.codec.down])
-        capacity = self.fleet.train_flops_per_s(r)
-
         def plan(ids: np.ndarray) -> dict[int, tuple[Timeline, TaskPlan]]:
+            bytes_down = self._nbytes(CODECS[self.scenario.codec.down])
+            capacity = self.fleet.train_flops_per_s(r)
             timelines = {d: self.timeline(d, bytes_down, self._forward_flops * int(self._num_samples[d]),
                                           PROBE_BYTES, float(capacity[d]), t0) for d in ids.tolist()}
             ends = np.array([t0 + sum(tl.seconds) for tl in timelines.values()])
