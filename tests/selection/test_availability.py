@@ -97,23 +97,25 @@ def test_fewer_drops_than_uniform_where_its_premise_holds(monkeypatch):
     assert long_sessions["availability"] > long_sessions["uniform"]
 
 
-def test_it_reads_no_ground_truth(tmp_path, monkeypatch):
+@pytest.mark.parametrize("selection", [{"name": "availability"}, {"name": "power_of_choice"},
+                                       {"name": "power_of_choice", "options": {"loss": "reported"}}])
+def test_it_reads_no_ground_truth(selection, tmp_path, monkeypatch):
     """Two fleets whose availability differs only after t = 1000 (devices 1 and 3 away over [1000, 2000) in one):
-    the first rounds, over well before t = 1000, see the same history and pick alike."""
+    the first rounds, over well before t = 1000, see the same history and pick alike (power_of_choice here too)."""
     monkeypatch.setitem(testbed.data.DATASETS, "tiny_blobs", tiny_blobs)
     always, later = tmp_path / "always.csv", tmp_path / "later.csv"
     always.write_text("device,start_s,end_s\na,0,1e9\n")
     later.write_text("device,start_s,end_s\na,0,1000\na,2000,1e9\n")
 
     def run(trace):
-        raw = tiny_scenario({"name": "fedavg"}, rounds=3) | {"selection": {"name": "availability"}}
+        raw = tiny_scenario({"name": "fedavg"}, rounds=3) | {"selection": selection}
         raw["fleet"] = {"groups": copy.deepcopy(TWO_DEVICES["fleet"]["groups"] * 2)}
         for group in raw["fleet"]["groups"][1::2]:
             group["availability"] = {"kind": "trace", "file": str(trace)}
         raw["round"] = {"clients_per_round": 2}
         records, events = simulate(raw)
         assert records[-1]["t_end_s"] < 1000
-        return [(e["round"], e["device"]) for e in events if e["phase"] == "download"]
+        return [(e["round"], e["device"], e["outcome"]) for e in events if e["phase"] == "download"]
 
     assert run(always) == run(later)
 
