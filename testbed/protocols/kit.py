@@ -7,8 +7,8 @@ clock first and trains only what the server will use. For everything else it ask
 - who may take a task at t (`online`, `allowed`, `usable`, `excluded`) and, where nobody can, when the first may
   (`next_wake`): the same answer for a synchronous round and for an asynchronous free slot;
 - who is picked: `select` (the scenario's selector, testbed/selection/, from what the server has observed:
-  `history`, which `dispatched`, `looked` and `ended` keep up to date) and `configure` (the strategy sets the
-  picked devices' tasks);
+  `history`, which `dispatched`, `looked` and `ended` keep up to date; in a synchronous round it may `probe`
+  candidates for their loss, protocols/probe.py) and `configure` (the strategy sets the picked devices' tasks);
 - a task: `plan` / `plan_round` (its timeline, bytes over
   the links and FLOPs over the device's FLOP/s, and its plan on the clock until its device goes offline or its
   battery empties), `drain` (its phases drain batteries), `deliver` (the model as each downlink delivers it),
@@ -27,17 +27,19 @@ from typing import Callable, Generator, Iterable
 
 import numpy as np
 import simpy
+import torch
 
 import devices
 from testbed.algorithms.base import Arrival, Params, RoundContext, ServerState, Strategy, Task
 from testbed.checkpoint import Checkpoint
 from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
-from testbed.execution import TrainJob
+from testbed.execution import TrainJob, evaluate
 from testbed.local import LocalSGD
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
 from testbed.payload import transmit
 from testbed.protocols.evaluation import Evaluation
+from testbed.protocols.probe import PROBE_BYTES, Probe
 from testbed.resources import Resources
 from testbed.resources.timing import varying_timeline
 from testbed.payload import CODECS
@@ -175,6 +177,29 @@ class Kit:
                                "fix its select")
         return np.sort(picked)
 
+    def probe(self, state: ServerState, r: int, t0: float) -> Probe:
+        """Round r's probe from t0 (protocols/probe.py): the candidates' losses on the current model, each
+        download, forward pass over its training samples and upload planned on the clock."""
+        def plan(ids: np.ndarray) -> dict[int, tuple[Timeline, TaskPlan]]:
+            bytes_down = self._nbytes(CODECS[self.scenario.codec.down])
+            capacity = self.fleet.train_flops_per_s(r)
+            timelines = {d: self.timeline(d, bytes_down, self._forward_flops * int(self._num_samples[d]),
+                                          PROBE_BYTES, float(capacity[d]), t0) for d in ids.tolist()}
+            ends = np.array([t0 + sum(tl.seconds) for tl in timelines.values()])
+            online_until = self.fleet.availability.online_until_each(ids, t0, ends)
+            planned = {}
+            for (d, tl), until in zip(timelines.items(), online_until.tolist()):
+                offline_at, _ = self._resources.offline_at(d, t0, tl.seconds, until)
+                planned[d] = (tl, plan_task(d, t0, tl.seconds, offline_at))
+            return planned
+
+        def loss(d: int) -> float:
+            rows = torch.from_numpy(self._exp.clients.train[d])
+            data = self._exp.dataset
+            return evaluate(self._exp.model, state.params, data.train_x[rows], data.train_y[rows])[1]
+
+        return Probe(t0, plan, loss)
+
     def looked(self, online: np.ndarray, now: float) -> None:
         """The server listed who is online at `now`: the history's availability record."""
         self.history.looked(online, now)
@@ -214,9 +239,14 @@ class Kit:
 
     def _timeline(self, task: Task, capacity_flops_per_s: float, t0: float) -> Timeline:
         """The task's bytes, FLOPs and phase durations, dispatched at t0 (which matters where rates fluctuate)."""
-        fleet, d = self.fleet, task.device
         flops = training_flops(task.forward_flops or self._forward_flops, task.samples_processed)
-        bytes_down, bytes_up = self._nbytes(task.down), self._nbytes(task.up)
+        return self.timeline(task.device, self._nbytes(task.down), flops, self._nbytes(task.up),
+                             capacity_flops_per_s, t0)
+
+    def timeline(self, d: int, bytes_down: int, flops: int, bytes_up: int, capacity_flops_per_s: float,
+                 t0: float) -> Timeline:
+        """Device d's phase durations for these bytes and FLOPs, from t0: a task's, or a probe's."""
+        fleet = self.fleet
         latency, down_Bps, up_Bps = float(fleet.latency_s[d]), float(fleet.down_Bps[d]), float(fleet.up_Bps[d])
         if self._resources.varying:
             compute_seconds(flops, capacity_flops_per_s)  # its checks
@@ -318,10 +348,12 @@ class Kit:
             return spent
         return spent | {"energy_J": math.fsum(joules), "wasted_energy_J": math.fsum(wasted_joules)}
 
-    def event_row(self, r: int, p: Phase, outcome: str, task: Task) -> dict:
-        """The row of events.csv of phase p of a task of round (aggregation) r, which ended as `outcome`."""
+    def event_row(self, r: int, p: Phase, outcome: str, task: Task | None) -> dict:
+        """The row of events.csv of phase p of a task of round (aggregation) r, which ended as `outcome`; a
+        probe's phase has no task (its ratio NaN)."""
+        ratio = math.nan if task is None or task.ratio is None else task.ratio
         row = {"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
-               "outcome": outcome, "ratio": math.nan if task.ratio is None else task.ratio}
+               "outcome": outcome, "ratio": ratio}
         return row if self._resources.energy is None else row | {"energy_J": self._resources.joules(p)}
 
     def scores(self, state: ServerState, r: int, t_previous: float, t: float, final: bool) -> dict[str, float]:

@@ -2,7 +2,14 @@
 
 A round on the simulated clock (DESIGN.md): plan the clock first, then train only what the server will use.
 1. The selector (testbed/selection/) picks round.clients_per_round x overcommit devices among those usable at round
-   start, and the strategy sets their tasks.
+   start, and the strategy sets their tasks. A selector may first probe candidates for their loss on the current
+   model (SelectionContext.probe, protocols/probe.py: each downloads the model, computes its loss over its
+   training samples at its FLOP/s of the round's tier, uploads it; one that goes offline first gives none): the
+   tasks are then dispatched when the last probe ends, the round keeping its start as t_start so its span
+   includes the probe, and its deadline counting from the dispatch. The probe's bytes and FLOPs count in
+   rounds.csv (wasted where it gave no answer), its phases are rows of events.csv with outcome "probe". A probed
+   device that is selected downloads the model again with its task (a deviation from pow-d, where the probe's
+   copy would be reused: tasks here are configured, and their payloads chosen, after selection).
 2. Each task is planned at dispatch (testbed/clock.py): download, compute, upload, or a drop at the
    instant its device goes offline. The round closes at the K-th arrival (over-commit: the rest are surplus), at
    the deadline (the rest are late), or when every task has arrived or dropped: computed from the plans at once,
@@ -91,10 +98,17 @@ def run_sync(kit: Kit, env: simpy.Environment):
         t_start = env.now
         kit.looked(online, t_start)
         candidates = np.flatnonzero(usable)
-        selected = kit.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]))
+        probe = kit.probe(state, r, t_start)
+        selected = kit.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]),
+                              probe=probe)
+        for step in probe.steps:
+            yield env.timeout(step)
+        t_dispatch = env.now
+        if probe.probed:
+            kit.drain([p for p, _, _ in probe.phases])
         tasks = {t.device: t for t in kit.configure(state, r, candidates, cfg.round.n_select, selected)}
-        planned = kit.plan_round(tasks, r, t_start)
-        play = play_round(t_start, {d: p.plan for d, p in planned.items()}, cfg.round.clients_per_round,
+        planned = kit.plan_round(tasks, r, t_dispatch)
+        play = play_round(t_dispatch, {d: p.plan for d, p in planned.items()}, cfg.round.clients_per_round,
                           cfg.round.deadline_s)
         for step in play.steps:
             yield env.timeout(step)
@@ -105,21 +119,22 @@ def run_sync(kit: Kit, env: simpy.Environment):
         arrivals = kit.train(work)
         state, metrics = kit.strategy.aggregate(state, r, arrivals,
                                                 [Failure(d, why) for d, why in sorted(play.cut.items())])
-        kit.ended(r, env.now, outcomes(r, t_start, planned, play, {a.device: a.metrics for a in arrivals}))
+        kit.ended(r, env.now, outcomes(r, t_dispatch, planned, play, {a.device: a.metrics for a in arrivals}))
         server_flops = int(metrics.pop("server_flops", 0))
         server_rows = yield from kit.server_work(env, r, server_flops)
         depleted = sum(p.battery_cut and play.cut.get(d) == "dropped" for d, p in planned.items())
         row = kit.round_row(r, t_start, env.now, n_online=int(online.sum()), excluded=excluded, selected=len(tasks),
                             arrived=len(play.kept), outcomes=list(play.cut.values()),
-                            phases=((p, None if p.phase == "idle" else planned[p.device].timeline,
-                                     p.device in play.cut) for p in phases),
+                            phases=probe.phases + [(p, None if p.phase == "idle" else planned[p.device].timeline,
+                                                    p.device in play.cut) for p in phases],
                             metrics=metrics, depleted=depleted)
         row["server_flops"] = server_flops
         row |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # e.g. pruning.csv, (re)written
         scores = kit.scores(state, r, t_previous, env.now, final=kit.is_last(r))
         t_previous = env.now
         row |= scores
-        events = [kit.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device]) for p in phases]
+        events = [kit.event_row(r, p, "probe", None) for p, _, _ in probe.phases]
+        events += [kit.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device]) for p in phases]
         kit.write(row, events + server_rows)
         kit.check_finite(r, metrics, scores)
         played = r
