@@ -91,7 +91,8 @@ def run_sync(kit: Kit, env: simpy.Environment):
         t_start = env.now
         kit.looked(online, t_start)
         candidates = np.flatnonzero(usable)
-        selected = kit.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]))
+        selected = kit.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]),
+                              usable_each=lambda devices: usable[devices])
         tasks = {t.device: t for t in kit.configure(state, r, candidates, cfg.round.n_select, selected)}
         planned = kit.plan_round(tasks, r, t_start)
         play = play_round(t_start, {d: p.plan for d, p in planned.items()}, cfg.round.clients_per_round,
