@@ -281,6 +281,24 @@ class Availability(GroupSampled):
         online[has_one] = self._starts[index[has_one]] <= t
         return online
 
+    def online_each(self, devices: np.ndarray, t: float) -> np.ndarray:
+        """online_at(t)[devices], without a query of the whole fleet (an asynchronous dispatch asks a few)."""
+        self._cover(t)  # t < horizon from here: a start at or before t is final
+        devices = np.asarray(devices, dtype=np.int64)
+        index = self._first_ending_after_each(devices, t)
+        has_one = index < self._offsets[devices + 1]
+        return has_one & (self._starts[np.where(has_one, index, 0)] <= t) if len(self._starts) else has_one
+
+    def count_online(self, t: float) -> int:
+        """online_at(t).sum() in O(log rows): a device's rows are disjoint, so the rows that started by t less
+        those that ended by t are the devices online at t (an end past the horizon may still grow, but lies past
+        t either way)."""
+        self._cover(t)
+        if self._sorted_bounds is None:
+            self._sorted_bounds = (np.sort(self._starts), np.sort(self._ends))
+        starts, ends = self._sorted_bounds
+        return int(np.searchsorted(starts, t, side="right") - np.searchsorted(ends, t, side="right"))
+
     def online_until(self, device: int, t: float) -> float:
         """The end of the on-interval containing t; t itself when the device is offline at t."""
         _check_time(t)
@@ -303,7 +321,7 @@ class Availability(GroupSampled):
             raise IndexError(f"devices out of range for {self.n} devices")
         self._cover(t)  # t < horizon from here: an offline answer is final
         while True:
-            index = self._first_ending_after(t)[devices]
+            index = self._first_ending_after_each(devices, t)
             has_one = index < self._offsets[1:][devices]
             row = np.where(has_one, index, 0)
             starts = np.where(has_one, self._starts[row] if len(self._starts) else 0.0, math.inf)
@@ -360,6 +378,9 @@ class Availability(GroupSampled):
         self._starts, self._ends = np.ascontiguousarray(starts), np.ascontiguousarray(ends)
         self._horizon_s = horizon_s
         self._cursor: tuple[float, np.ndarray] | None = None   # (t, _first_ending_after(t)) of the last query
+        self._sorted_bounds: tuple[np.ndarray, np.ndarray] | None = None   # every row's start, every end: sorted
+        # per device, _first_ending_after(t) at the t of its last query through _first_ending_after_each
+        self._memo_index, self._memo_t = self._offsets[:-1].copy(), np.full(self.n, -math.inf)
 
     def _cover(self, t: float) -> None:
         _check_time(t)
@@ -400,12 +421,40 @@ class Availability(GroupSampled):
                     self._cursor = (t, index)
                     return index.copy()
                 index[behind] += 1
-        low, high = self._offsets[:-1].copy(), last.copy()
+        low = self._search(self._offsets[:-1].copy(), last.copy(), t)
+        self._cursor = (t, low)
+        return low.copy()
+
+    def _first_ending_after_each(self, devices: np.ndarray, t: float) -> np.ndarray:
+        """_first_ending_after(t)[devices], looking only at these devices' rows (an asynchronous dispatch asks
+        about a few at a time): from the fleet-wide answer at t where there is one, else from each device's own
+        answer to its last such query (its segment's start where that was later than t), a step or two forward,
+        then a binary search over the rest of its rows."""
+        if self._cursor is not None and t == self._cursor[0]:
+            return self._cursor[1][devices]
+        last = self._offsets[devices + 1]
+        index = self._memo_index[devices]
+        later = self._memo_t[devices] > t
+        if later.any():
+            index[later] = self._offsets[devices[later]]
+        for _ in range(CURSOR_STEPS):
+            behind = np.flatnonzero(index < last)
+            behind = behind[self._ends[index[behind]] <= t]
+            if not len(behind):
+                break
+            index[behind] += 1
+        else:
+            index = self._search(index, last, t)
+        self._memo_index[devices], self._memo_t[devices] = index, t
+        return index
+
+    def _search(self, low: np.ndarray, high: np.ndarray, t: float) -> np.ndarray:
+        """Per segment of rows [low, high), the index of its first row with end > t (high if none): one binary
+        search on all segments at once."""
         while (searching := low < high).any():
             middle = (low + high) // 2
             ended = np.zeros(len(low), dtype=bool)
             ended[searching] = self._ends[middle[searching]] <= t
             low = np.where(searching & ended, middle + 1, low)
             high = np.where(searching & ~ended, middle, high)
-        self._cursor = (t, low)
-        return low.copy()
+        return low

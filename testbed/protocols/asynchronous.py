@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import simpy
+import torch
 
 from testbed.algorithms.base import Failure, Task
 from testbed.clock import TaskPlan, Timeline
@@ -76,6 +77,8 @@ class AsyncServer:
         self.state, self.version, kept = start.state, start.played, start.kept
         self.resumed, self.finished_before = start.resumed, start.finished   # from a checkpoint; of a finished run
         self.in_flight: dict[int, InFlight] = kept.get("in_flight", {})
+        self.busy = np.zeros(kit.fleet.n, dtype=bool)  # the devices in self.in_flight, as a mask
+        self.busy[list(self.in_flight)] = True
         self.received: dict[int, dict] = kept.get("received", {})   # version -> {down codec: model as delivered}
         self.window: Window = kept.get("window") or Window(env.now)
         self.dispatches = kept.get("dispatches", 0)   # configure calls so far: the training stream's "round"
@@ -87,7 +90,6 @@ class AsyncServer:
         self.ended: list[tuple[InFlight, str]] = []   # tasks that ended at this instant: arrived | dropped
         self.tick_due = self.limit_due = False
         self.poked = env.event()
-        self._capacity = (None, None)
 
     # ---- the server's loop ----------------------------------------------------------------------------
     def serve(self):
@@ -95,7 +97,7 @@ class AsyncServer:
         if self.finished_before:
             return
         for task in self.in_flight.values():
-            env.process(self._play(task))
+            self._end_at_plan([task])
         if p.period_s is not None:
             env.process(self._ticks())
         if stop.max_sim_time_s is not None:
@@ -114,9 +116,13 @@ class AsyncServer:
         if not self.poked.triggered:
             self.poked.succeed()
 
-    def _play(self, task: InFlight):
-        yield wait_until(self.env, task.plan.end_s)
-        self.ended.append((task, task.plan.outcome))
+    def _end_at_plan(self, tasks: list[InFlight]) -> None:
+        """These tasks, dispatched now, end (arrive or drop) at their plans' common end: one timeout with a
+        callback, no process per task."""
+        wait_until(self.env, tasks[0].plan.end_s).callbacks.append(lambda _: self._ended(tasks))
+
+    def _ended(self, tasks: list[InFlight]) -> None:
+        self.ended += [(task, task.plan.outcome) for task in tasks]
         self._poke()
 
     def _ticks(self):
@@ -139,6 +145,7 @@ class AsyncServer:
         ended, self.ended = sorted(self.ended, key=lambda e: e[0].task.device), []
         for task, outcome in ended:
             del self.in_flight[task.task.device]
+            self.busy[task.task.device] = False
             self.kit.drain(list(task.plan.phases))
             tau = self.version - task.version
             if outcome == "dropped" or (self.protocol.max_staleness is not None and tau > self.protocol.max_staleness):
@@ -173,7 +180,7 @@ class AsyncServer:
         r, now = self.version, env.now
         buffer, self.buffer = self.buffer, []
         work = [(t.task, t.timeline, self.received[t.version][t.task.down]) for t, _ in buffer]
-        arrivals = [self._weighted(a, t, tau) for a, (t, tau) in zip(kit.train(work), buffer)]
+        arrivals = self._weighted(kit.train(work), buffer)
         failures = [Failure(t.task.device, why) for t, why in self.window.ended]
         t_previous = self.window.t_start
         self.state, metrics = kit.strategy.aggregate(self.state, r, arrivals, failures)
@@ -192,8 +199,8 @@ class AsyncServer:
                                for d, t in sorted(self.in_flight.items())])
         outcomes = [outcome for _, outcome, _, _ in rows]
         staleness = [tau for _, tau in buffer]
-        online = kit.online(now)
-        row = kit.round_row(r, t_previous, now, n_online=int(online.sum()), excluded=kit.excluded(online, now),
+        n_online, excluded = kit.census(now)
+        row = kit.round_row(r, t_previous, now, n_online=n_online, excluded=excluded,
                             selected=self.window.selected, arrived=len(buffer), outcomes=outcomes,
                             phases=((p, t.timeline, outcome != "done") for t, outcome, phases, _ in rows
                                     for p in phases),
@@ -213,13 +220,16 @@ class AsyncServer:
             self._checkpoint(finished=True)
         return final
 
-    def _weighted(self, arrival, task: InFlight, tau: int):
-        """The update as the strategy aggregates it: FedBuff's s(tau) Delta, or FedAsync's mixture."""
-        s = self.weight(tau)
+    def _weighted(self, arrivals: list, buffer: list[tuple[InFlight, int]]) -> list:
+        """The updates as the strategy aggregates them: FedBuff's s(tau) Delta, or FedAsync's mixture."""
+        weights = [self.weight(tau) for _, tau in buffer]
         if self.protocol.mixing is None:
-            return replace(arrival, update={n: s * u for n, u in arrival.update.items()})
-        alpha, start, x = self.protocol.mixing * s, self.received[task.version][task.task.down], self.state.params
-        return replace(arrival, update={n: alpha * (start[n] + u - x[n]) for n, u in arrival.update.items()})
+            return [replace(a, update=update) for a, update in zip(arrivals, scaled(arrivals, weights))]
+        mixed = []
+        for arrival, (task, _), s in zip(arrivals, buffer, weights):
+            alpha, start, x = self.protocol.mixing * s, self.received[task.version][task.task.down], self.state.params
+            mixed.append(replace(arrival, update={n: alpha * (start[n] + u - x[n]) for n, u in arrival.update.items()}))
+        return mixed
 
     def _forget_versions(self) -> None:
         """Keep only the models that tasks in flight started from (and the newest)."""
@@ -228,46 +238,52 @@ class AsyncServer:
 
     # ---- dispatch -------------------------------------------------------------------------------------
     def _dispatch(self) -> None:
+        """Fill the free slots at this instant: one selection, one configure and one plan for all of them."""
         free = self.protocol.concurrency - len(self.in_flight)
-        chosen = self._pick(free) if free > 0 else []
-        if chosen:
+        picked = self._pick(free) if free > 0 else np.zeros(0, dtype=np.int64)
+        if len(picked):
             kit, now = self.kit, self.env.now
             self.dispatches += 1
-            capacity = self._capacity_now()
+            tasks = kit.configure(self.state, self.dispatches, picked, len(picked), picked)
+            planned = kit.plan_round({task.device: task for task in tasks}, self.version + 1, now)
             models = self.received.setdefault(self.version, {})
-            picked = np.fromiter(chosen, np.int64, len(chosen))
-            for task in kit.configure(self.state, self.dispatches, picked, len(chosen), picked):
-                d = task.device
-                planned = kit.plan(task, float(capacity[d]), now, chosen[d])
+            ending: dict[float, list[InFlight]] = {}  # by the instant they end
+            for task in tasks:
+                p = planned[task.device]
                 if task.down not in models:
                     models |= kit.deliver(self.state, {task.down})
                 self.started += 1
-                self.in_flight[d] = flight = InFlight(task, planned.timeline, planned.plan, self.version,
-                                                      self.started,
-                                                      planned.battery_cut and planned.plan.outcome == "dropped")
-                self.window.selected += 1
-                self.env.process(self._play(flight))
-        if len(chosen) < free:
+                self.in_flight[task.device] = flight = InFlight(task, p.timeline, p.plan, self.version, self.started,
+                                                                p.battery_cut and p.plan.outcome == "dropped")
+                ending.setdefault(p.plan.end_s, []).append(flight)
+            self.busy[picked] = True
+            self.window.selected += len(tasks)
+            for flights in ending.values():
+                self._end_at_plan(flights)
+        if len(picked) < free:
             self._wait_for_devices()
 
-    def _pick(self, k: int) -> dict[int, float]:
-        """Up to k devices the selector picks among those online and idle now, each with the end of its
-        on-interval. The candidates are listed only where the selector asks (uniform draws by rejection), and
-        their listing is what the server sees of availability (history.looked)."""
-        kit, now, busy = self.kit, self.env.now, self.in_flight
+    def _pick(self, k: int) -> np.ndarray:
+        """Up to k devices the selector picks among those online and idle now, increasing. The candidates are
+        listed only where the selector asks (uniform draws by rejection), and their listing is what the server
+        sees of availability (history.looked)."""
+        kit, now = self.kit, self.env.now
         availability = kit.fleet.availability
         allowed = kit.allowed(now)  # memory and battery; None: every device
 
-        def usable(d: int) -> bool:
-            return d not in busy and (allowed is None or bool(allowed[d])) and availability.online_until(d, now) > now
+        def usable_each(devices: np.ndarray) -> np.ndarray:
+            usable = ~self.busy[devices]
+            if allowed is not None:
+                usable &= allowed[devices]
+            return usable & availability.online_each(devices, now)
 
         def candidates() -> np.ndarray:
             online = kit.online(now)
             kit.looked(online, now)
-            return np.flatnonzero(kit.usable(now, online, busy=list(busy)))
+            return np.flatnonzero(kit.usable(now, online, busy=list(self.in_flight)))
 
-        picked = kit.select(self.dispatches + 1, now, k, candidates, usable, asynchronous=True)
-        return {d: availability.online_until(d, now) for d in picked.tolist()}
+        return kit.select(self.dispatches + 1, now, k, candidates, lambda d: bool(usable_each(np.array([d]))[0]),
+                          asynchronous=True, usable_each=usable_each)
 
     def _wait_for_devices(self) -> None:
         """Free slots and no idle device that can take a task: wake when the first may (online, with battery)."""
@@ -275,12 +291,6 @@ class AsyncServer:
         if math.isfinite(wake) and (self.wake_at is None or wake < self.wake_at):
             self.wake_at = wake
             self.env.process(self._alarm(wake, None))
-
-    def _capacity_now(self) -> np.ndarray:
-        """Every device's FLOP/s at the tier of the aggregation its task would feed (version + 1)."""
-        if self._capacity[0] != self.version:
-            self._capacity = (self.version, self.kit.fleet.train_flops_per_s(self.version + 1))
-        return self._capacity[1]
 
     def _checkpoint(self, finished: bool) -> None:
         self.saved = self.version
@@ -301,6 +311,26 @@ def wait_until(env: simpy.Environment, t: float) -> simpy.Timeout:
     while env.now + d > t:
         d = math.nextafter(d, -math.inf)
     return env.timeout(d)
+
+
+def scaled(arrivals: list, weights: list[float]) -> list[dict]:
+    """Each arrival's update times its weight: per parameter one product over the stacked updates where they share
+    shape and a float32 or float64 dtype (the same floats as a product each: the weight rounds to that dtype either
+    way), else a product each."""
+    if not arrivals:
+        return []
+    names = list(arrivals[0].update)
+    columns = {n: [a.update.get(n) for a in arrivals] for n in names}
+    if any(list(a.update) != names for a in arrivals) or not all(
+            c[0].dtype in (torch.float32, torch.float64) and all(u.shape == c[0].shape and u.dtype == c[0].dtype
+                                                                for u in c) for c in columns.values()):
+        return [{n: s * u for n, u in a.update.items()} for a, s in zip(arrivals, weights)]
+    products = {}
+    for n, column in columns.items():
+        stacked = torch.stack(column)
+        products[n] = (stacked * torch.tensor(weights, dtype=stacked.dtype).view(-1, *[1] * (stacked.dim() - 1))
+                       ).unbind(0)
+    return [{n: products[n][i] for n in names} for i in range(len(arrivals))]
 
 
 def run_async(kit: Kit, env: simpy.Environment):

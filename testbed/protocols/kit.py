@@ -4,14 +4,14 @@ A protocol (sync.py, asynchronous.py) owns the simpy clock and decides who train
 clock first and trains only what the server will use. For everything else it asks the kit:
 - the run: `scenario`, `fleet`, `strategy`, the `selection` and `strategy_rng` streams, and where it starts
   (`begin`: fresh, or where a checkpoint left it, with what the protocol kept there);
-- who may take a task at t (`online`, `allowed`, `usable`, `excluded`) and, where nobody can, when the first may
+- who may take a task at t (`online`, `allowed`, `usable`, `excluded`, `census`) and, where nobody can, when the first may
   (`next_wake`): the same answer for a synchronous round and for an asynchronous free slot;
 - who is picked: `select` (the scenario's selector, testbed/selection/, from what the server has observed:
   `history`, which `dispatched`, `looked` and `ended` keep up to date; in a synchronous round it may `probe`
   candidates for their loss, protocols/probe.py) and `configure` (the strategy sets the picked devices' tasks);
-- a task: `plan` / `plan_round` (its timeline, bytes over
-  the links and FLOPs over the device's FLOP/s, and its plan on the clock until its device goes offline or its
-  battery empties), `drain` (its phases drain batteries), `deliver` (the model as each downlink delivers it),
+- a task: `plan_round` (the tasks dispatched at one instant: each one's timeline, bytes over the links and FLOPs
+  over the device's FLOP/s, and its plan on the clock until its device goes offline or its battery empties),
+  `drain` (its phases drain batteries), `deliver` (the model as each downlink delivers it),
   `train` (the real training of the updates the server uses, each from the model it was sent) and the server's
   own work (`server_work`, on its profile's clock);
 - the run folder: `round_row` (a row of rounds.csv), `event_row` (a row of events.csv), `scores` (evaluation,
@@ -91,6 +91,7 @@ class Kit:
         server = self.scenario.fleet.profiles[self.scenario.server.profile]
         self._server_flops_per_s = server.peak_flops * server.efficiency
         self._payload_sizes: dict = {}
+        self._capacity_of: tuple[int | None, np.ndarray | None] = (None, None)
         self._forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self._num_samples = exp.clients.num_samples
         self._evaluation = Evaluation(exp)
@@ -154,6 +155,14 @@ class Kit:
         """How many online devices memory and battery keep out at t: rounds.csv's excluded_* columns."""
         return self._resources.excluded(online, t)
 
+    def census(self, t: float) -> tuple[int, dict[str, int]]:
+        """How many devices are online at t, and how many of them memory and battery keep out (`excluded`):
+        without either, a count that needs no fleet-wide mask."""
+        if not self._resources.restricts:
+            return self.fleet.availability.count_online(t), {}
+        online = self.online(t)
+        return int(online.sum()), self.excluded(online, t)
+
     def next_wake(self, t: float, busy: Iterable[int] = ()) -> float:
         """Where nobody not busy is usable at t, a lower bound on when the first may be (online, with battery
         enough): waking there and asking again makes progress; inf where none ever will."""
@@ -164,18 +173,20 @@ class Kit:
 
     # ---- who is picked -----------------------------------------------------------------------------------
     def select(self, r: int, now: float, n_select: int, candidates: Callable[[], np.ndarray],
-               usable: Callable[[int], bool], *, asynchronous: bool = False, probe=None) -> np.ndarray:
+               usable: Callable[[int], bool], *, asynchronous: bool = False, probe=None,
+               usable_each: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
         """The selector's pick for round (dispatch) r at `now`: up to n_select distinct ids among the candidates
-        (listed by `candidates()` where the selector asks; `usable(d)`: one device's answer), increasing."""
+        (listed by `candidates()` where the selector asks; `usable(d)`: one device's answer, `usable_each(ids)`:
+        several at once), increasing."""
         deadline = None if asynchronous else self.scenario.round.deadline_s
         ctx = SelectionContext(r, now, n_select, self.registry, self.history, candidates, usable,
-                               deadline_s=deadline, asynchronous=asynchronous, probe=probe)
-        picked = np.asarray(self.selector.select(ctx, self.selection), dtype=np.int64)
-        if len(picked) > n_select or len(np.unique(picked)) < len(picked):
+                               deadline_s=deadline, asynchronous=asynchronous, probe=probe, usable_each=usable_each)
+        picked = np.sort(np.asarray(self.selector.select(ctx, self.selection), dtype=np.int64))
+        if len(picked) > n_select or (picked[1:] == picked[:-1]).any():
             raise TestbedError(f"selection: '{self.scenario.selection.name}' picked {len(picked)} devices "
                                f"({len(np.unique(picked))} distinct) where {n_select} distinct were asked for; "
                                "fix its select")
-        return np.sort(picked)
+        return picked
 
     def probe(self, state: ServerState, r: int, t0: float) -> Probe:
         """Round r's probe from t0 (protocols/probe.py): the candidates' losses on the current model, each
@@ -221,17 +232,21 @@ class Kit:
         self.history.dispatched(np.fromiter((t.device for t in tasks), np.int64, len(tasks)), r)
         return tasks
 
-    def plan(self, task: Task, capacity_flops_per_s: float, t0: float, online_until: float) -> Planned:
-        """The task dispatched at t0 to a device of this FLOP/s, online until online_until."""
-        return self._planned(task, self._timeline(task, capacity_flops_per_s, t0), t0, online_until)
-
     def plan_round(self, tasks: dict[int, Task], r: int, t0: float) -> dict[int, Planned]:
-        """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r."""
-        capacity = self.fleet.train_flops_per_s(r)
+        """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r (an asynchronous
+        dispatch: of the aggregation its tasks feed)."""
+        capacity = self._capacity(r)
         timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
         ends = np.array([t0 + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
         online_until = self.fleet.availability.online_until_each(np.fromiter(tasks, np.int64, len(tasks)), t0, ends)
         return {d: self._planned(tasks[d], timelines[d], t0, until) for d, until in zip(tasks, online_until.tolist())}
+
+    def _capacity(self, r: int) -> np.ndarray:
+        """Every device's FLOP/s at the capability tier of round (aggregation) r; kept for the next call, since
+        an asynchronous run plans many dispatches for one aggregation."""
+        if self._capacity_of[0] != r:
+            self._capacity_of = (r, self.fleet.train_flops_per_s(r))
+        return self._capacity_of[1]
 
     def _planned(self, task: Task, timeline: Timeline, t0: float, online_until: float) -> Planned:
         offline_at, battery_cut = self._resources.offline_at(task.device, t0, timeline.seconds, online_until)

@@ -100,7 +100,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
         candidates = np.flatnonzero(usable)
         probe = kit.probe(state, r, t_start)
         selected = kit.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]),
-                              probe=probe)
+                              usable_each=lambda devices: usable[devices], probe=probe)
         for step in probe.steps:
             yield env.timeout(step)
         t_dispatch = env.now

@@ -58,7 +58,7 @@ class Resources:
     def allowed(self, t: float) -> np.ndarray | None:
         """(n,) bool: fitting in memory and with battery enough to start at t; None where neither is modelled (every
         device is), so that a protocol's hot path need not build an all-True array."""
-        if self.memory is None and self.batteries is None:
+        if not self.restricts:
             return None
         allowed = np.ones(self.fleet.n, dtype=bool)
         if self.memory is not None:
@@ -66,6 +66,11 @@ class Resources:
         if self.batteries is not None:
             allowed &= self.batteries.eligible(t)
         return allowed
+
+    @property
+    def restricts(self) -> bool:
+        """Whether memory or batteries keep some online devices out: without either, online is usable."""
+        return self.memory is not None or self.batteries is not None
 
     def excluded(self, online: np.ndarray, t: float) -> dict[str, int]:
         """How many online devices memory and battery keep out at t (a device both keep out counts for memory)."""

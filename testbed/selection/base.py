@@ -61,19 +61,20 @@ class Registry:
 class SelectionContext:
     """One selection: round (sync) or dispatch number (async), the instant, how many to pick, and what the server
     knows. `candidates` is listed on first use (an asynchronous dispatch at 100,000 devices need not list them
-    where a selector draws with `usable`)."""
+    where a selector draws with `usable` or `usable_each`)."""
 
     def __init__(self, round: int, now: float, n_select: int, registry: Registry, history: History,
                  candidates: Callable[[], np.ndarray], usable: Callable[[int], bool], *,
                  deadline_s: float | None = None, asynchronous: bool = False,
-                 probe: Callable[[np.ndarray], np.ndarray] | None = None):
+                 probe: Callable[[np.ndarray], np.ndarray] | None = None,
+                 usable_each: Callable[[np.ndarray], np.ndarray] | None = None):
         self.round, self.now, self.n_select = round, now, n_select
         self.registry, self.history = registry, history
         self.deadline_s = deadline_s          # the synchronous round's deadline (round.deadline_s), if any
         self.asynchronous = asynchronous      # an asynchronous dispatch (protocol.kind: async)
         self.probe = probe                    # probe(ids) -> each one's loss on the current model, measured and
                                               # charged on the clock (sync rounds only; None otherwise)
-        self._candidates, self._usable = candidates, usable
+        self._candidates, self._usable, self._usable_each = candidates, usable, usable_each
 
     @cached_property
     def candidates(self) -> np.ndarray:
@@ -83,6 +84,12 @@ class SelectionContext:
     def usable(self, device: int) -> bool:
         """Whether this one device is usable now (a draw by rejection need not list the candidates)."""
         return self._usable(device)
+
+    def usable_each(self, devices: np.ndarray) -> np.ndarray:
+        """usable(d) for each of these ids at once, (len,) bool: a batch of draws by rejection."""
+        if self._usable_each is None:
+            return np.fromiter((self._usable(int(d)) for d in devices), dtype=bool, count=len(devices))
+        return self._usable_each(np.asarray(devices, dtype=np.int64))
 
 
 class Selector(ABC):

@@ -5,7 +5,9 @@ Synchronous round: n_select devices without replacement among the candidates. As
 uniformly over the whole fleet and kept when usable and not yet picked (cheap while many are usable: no candidate
 list at 100,000 devices), and, where REJECTION_DRAWS draws a slot were not enough, drawn among the listed
 candidates left; the picks are then put in a random order and sorted, a draw that changes nothing but that the
-asynchronous protocol has always taken, kept so its tables stay as they were.
+asynchronous protocol has always taken, kept so its tables stay as they were. The draws are made in batches
+(numpy's batch of integers is its sequence of single draws) and checked at once; the stream is then put back to
+just after the last draw used, so it reads as the one draw at a time it describes.
 """
 from __future__ import annotations
 
@@ -23,16 +25,32 @@ class Uniform(Selector):
     def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
         if not ctx.asynchronous:
             return select_uniform(ctx.candidates, ctx.n_select, rng)
-        k, n = ctx.n_select, ctx.registry.n
-        chosen: dict[int, None] = {}
-        for _ in range(REJECTION_DRAWS * k):
-            d = int(rng.integers(n))
-            if d not in chosen and ctx.usable(d):
-                chosen[d] = None
-                if len(chosen) == k:
-                    break
+        k = ctx.n_select
+        chosen = by_rejection(ctx, rng, k, REJECTION_DRAWS * k)
         if len(chosen) < k:
             pool = np.setdiff1d(ctx.candidates, np.fromiter(chosen, np.int64, len(chosen)), assume_unique=True)
             chosen |= dict.fromkeys(rng.choice(pool, min(k - len(chosen), len(pool)), replace=False).tolist())
         picked = np.fromiter(chosen, np.int64, len(chosen))
         return select_uniform(picked, len(picked), rng) if len(picked) else picked
+
+
+def by_rejection(ctx: SelectionContext, rng: np.random.Generator, k: int, draws: int) -> dict[int, None]:
+    """Devices drawn uniformly over the fleet one at a time, each kept when usable and not kept yet, until k are
+    kept or `draws` draws are spent; in the order kept."""
+    n, chosen = ctx.registry.n, {}
+    while len(chosen) < k and draws > 0:
+        size = min(draws, 2 * (k - len(chosen)) + 2)   # about twice the draws needed where half the fleet is usable
+        before = rng.bit_generator.state
+        batch = rng.integers(n, size=size)
+        used = size
+        for i, (d, usable) in enumerate(zip(batch.tolist(), ctx.usable_each(batch).tolist())):
+            if usable and d not in chosen:
+                chosen[d] = None
+                if len(chosen) == k:
+                    used = i + 1
+                    break
+        if used < size:  # the stream as if only the draws used were made
+            rng.bit_generator.state = before
+            rng.integers(n, size=used)
+        draws -= used
+    return chosen

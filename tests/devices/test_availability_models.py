@@ -135,6 +135,31 @@ def test_online_until_each_is_online_until_of_each():
         batched.online_until_each(np.array([26]), 5.0)
 
 
+def test_online_each_and_count_online_agree_with_the_fleet_wide_query():
+    """Some devices' answers and the count of those online, against online_at, on a short horizon (Markov devices
+    online past it: neither query re-samples for them), devices always on, never on, diurnal, at interval
+    boundaries (online means start <= t < end), past the horizon, and at times going back and forth (each
+    device's last answer is where the next query starts)."""
+    groups = [(MarkovOnOff(500, 1500), 20), (MarkovOnOff(5000, 10), 20), (AlwaysOn(), 2), (Diurnal(), 3),
+              (TraceIntervals((np.zeros((0, 2)), np.array([[10.0, 20.0], [30.0, 40.0]])), (None, None)), 2)]
+    reference = Availability(groups, SEED, initial_horizon_s=1e6)
+    boundaries = [float(x) for x in reference.intervals(0).ravel()[:4]] + [10.0, 20.0, 30.0, 40.0]
+    queried = Availability(groups, SEED, initial_horizon_s=1e3)
+    draw = np.random.default_rng(1)
+    for t in [0.0, 5.0, 250.0, 999.0, *boundaries, 5e4, 400.0, 3e5, 2e3, 1e5]:
+        online = reference.online_at(t)
+        some = draw.integers(47, size=30)
+        assert queried.online_each(some, t).tolist() == online[some].tolist(), t
+        assert queried.online_each(np.arange(47), t).tolist() == online.tolist(), t
+        assert queried.count_online(t) == online.sum() > 0, t
+    assert queried.online_each(np.array([46, 46]), 10.0).tolist() == [True, True]
+    assert queried.online_each(np.array([46]), 20.0).tolist() == [False]
+    assert queried.online_each(np.zeros(0, dtype=int), 20.0).shape == (0,)
+    fresh = Availability(groups, SEED, initial_horizon_s=1e3)
+    fresh.online_each(np.arange(20, 40), 500.0), fresh.count_online(500.0)
+    assert fresh.horizon_s == 1e3   # the devices online past the horizon need no longer sample
+
+
 def test_online_until_each_gives_the_horizon_where_the_need_ends_before_it():
     """A device online past the sampled horizon: where the caller's need ends before the horizon it gets the
     horizon (a lower bound that decides the same comparisons) and nothing is re-sampled; where the need reaches

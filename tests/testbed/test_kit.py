@@ -26,7 +26,7 @@ def test_the_clock_and_resources_import_neither_simpy_nor_the_protocols():
     assert out.stdout.strip() == "[]"
 
 
-def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_devices):
+def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_devices, tmp_path):
     kit = kit_for(two_devices)
     start = kit.begin()
     assert (start.played, start.resumed, start.finished, start.kept) == (0, False, False, {})
@@ -37,7 +37,10 @@ def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_
     assert {d: (p.plan.outcome, p.battery_cut) for d, p in planned.items()} == {0: ("arrived", False),
                                                                                1: ("arrived", False)}
     # dispatched at 2 to a device online until 3.5: downloads over [2, 3.25], drops 0.25 s into its compute
-    cut = kit.plan(tasks[0], float(kit.fleet.train_flops_per_s(1)[0]), 2.0, 3.5)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("device,start_s,end_s\na,0,3.5\n")
+    two_devices["fleet"]["groups"][0]["availability"] = {"kind": "trace", "file": str(trace)}
+    cut = kit_for(two_devices).plan_round({0: tasks[0]}, 1, 2.0)[0]
     assert [(p.phase, p.start_s, p.end_s, p.completed) for p in cut.plan.phases] == [
         ("download", 2, 3.25, True), ("compute", 3.25, 3.5, False)]
     assert (cut.plan.outcome, cut.battery_cut, cut.timeline.seconds) == ("dropped", False, (1.25, 1.0, 2.25))
@@ -54,6 +57,7 @@ def test_who_is_usable_and_when_to_wake(two_devices, tmp_path):
     assert kit.usable(2.0, online, busy=[1]).tolist() == [False, False]
     assert kit.usable(1.0, kit.online(1.0), busy=[1]).tolist() == [True, False]
     assert kit.excluded(online, 2.0) == {}  # neither memory nor batteries are modelled
+    assert kit.census(2.0) == (1, {}) and kit.census(1.0) == (2, {})
     assert kit.next_wake(2.0) == 2.0               # device 1 can take a task now
     assert kit.next_wake(2.0, busy=[1]) == 10.0    # the idle device 0 is back at 10
     assert kit.next_wake(2.0, busy=[0, 1]) == math.inf
