@@ -30,7 +30,8 @@ def per_run(run) -> dict:
 
 
 def table(folder: str) -> pd.DataFrame:
-    runs = pd.DataFrame([per_run(load_run(p.parent)) for p in sorted(Path(folder).glob("*/*/*/rounds.csv"))])
+    finished = sorted(Path(folder).glob("*/*/*/summary.json"))  # runs still under way have none
+    runs = pd.DataFrame([per_run(load_run(p.parent)) for p in finished])
     rows = []
     for (setup, selector), group in runs.groupby(["setup", "selector"], sort=False):
         row = {"setup": setup, "selector": selector, "target": group["target"].iloc[0],
