@@ -25,6 +25,9 @@ SPEEDUP = "speedup@"
 SWEEP_INDEX = "sweep.csv"   # written by testbed sweep: one row per run, its folder in `folder`
 
 
+DEFAULT_SELECTION = {"name": "uniform", "options": {}}   # what a resolved scenario without `selection` ran
+
+
 class UnknownBaseline(ValueError):
     """--baseline names neither a group nor an algorithm of the runs."""
 
@@ -32,7 +35,8 @@ class UnknownBaseline(ValueError):
 def config(run: Run) -> dict[str, str]:
     """The run's resolved scenario as flat 'a.b.c' -> JSON text, without what does not define the experiment
     (its labels, and how it ran: executor, checkpoints, where device state is kept)."""
-    flat = pd.json_normalize(run.scenario, sep=".").iloc[0].to_dict() if run.scenario else {}
+    scenario = ({"selection": DEFAULT_SELECTION} | run.scenario) if run.scenario else {}  # left out when default
+    flat = pd.json_normalize(scenario, sep=".").iloc[0].to_dict() if scenario else {}
     return {key: json.dumps(value, sort_keys=True, default=str) for key, value in flat.items()
             if key not in NOT_CONDITIONS and not key.startswith(HOW_IT_RAN)}
 
@@ -66,7 +70,7 @@ def group_runs(runs: list[Run]) -> tuple[dict[str, list[Run]], pd.DataFrame]:
     configs = [json.loads(key) for key in groups]
     fields = differing(configs)
     values = pd.DataFrame([{_column(f): _value(c.get(f)) for f in fields} for c in configs])
-    labels = _unique([", ".join(str(v) if f == ALGORITHM else f"{f.rsplit('.', 1)[-1]}={v}"
+    labels = _unique([", ".join(str(v) if f == ALGORITHM else f"{_short(f)}={v}"
                                 for f, v in zip(fields, row) if pd.notna(v))  # no mu=None beside fedavg
                       for row in values.itertuples(index=False)])
     if not fields or len(fields) > MAX_LABEL_FIELDS or max(map(len, labels)) > MAX_LABEL_CHARS:
@@ -74,6 +78,11 @@ def group_runs(runs: list[Run]) -> tuple[dict[str, list[Run]], pd.DataFrame]:
         return dict(zip(labels, groups.values())), pd.DataFrame(index=pd.Index(labels, name="group"))
     values.index = pd.Index(labels, name="group")
     return dict(zip(labels, groups.values())), values
+
+
+def _short(field: str) -> str:
+    """A field as a label names it: its last part ('heterogeneity'), the section for selection.name."""
+    return "selection" if field == "selection.name" else field.rsplit(".", 1)[-1]
 
 
 def compare_table(runs: list[Run], targets: list[float], baseline: str | None = None,

@@ -4,6 +4,8 @@ under the same conditions, and the comparison plots; every number checked by han
 tiny run: accuracy 0.8 first reached in round 4 at 52.5 s, 11,000 uplink bytes, 3,000 FLOPs.
 slower: in round 5 at 60 s, 14,000 bytes, 3,900 FLOPs. faster: in round 2 at 25 s, 5,000 bytes, 1,200 FLOPs.
 """
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -135,3 +137,19 @@ def test_groups_that_differ_in_a_long_field_are_labelled_by_scenario_name(study)
                                                      f"fleet: {{heterogeneity: high, groups: {groups}}}"))
     labels, fields = group_runs([load_run(folder) for folder in study[3:]])
     assert list(labels) == ["tiny-fedavg-high", "tiny-fedlps-high"] and fields.empty
+
+
+def test_a_run_without_a_selection_section_is_labelled_uniform_beside_one_with():
+    """A resolved scenario leaves out the default selection; beside a run that selects otherwise, compare names
+    both: selection=uniform and selection=oort (not an empty label and name=oort)."""
+    import pandas as pd
+
+    from analysis.compare import group_runs
+    from analysis.runs import Run
+
+    base = {"name": "s", "algorithm": {"name": "fedavg"}, "seed": 0}
+    runs = [Run(Path("a"), "s", 0, "fedavg", base, pd.DataFrame(), pd.DataFrame(), {}),
+            Run(Path("b"), "s-oort", 0, "fedavg", base | {"selection": {"name": "oort", "options": {}}},
+                pd.DataFrame(), pd.DataFrame(), {})]
+    groups, _ = group_runs(runs)
+    assert list(groups) == ["selection=uniform", "selection=oort"]
