@@ -139,6 +139,12 @@ class Fleet:
             first += g.count
         return tiers
 
+    @property
+    def tiers_change_each_round(self) -> bool:
+        """Whether some group redraws its tiers each round: else tier_at (and train_flops_per_s) is the same in
+        every round."""
+        return any(g.tiers is not None and g.resample_tiers_each_round for g in self.groups)
+
     def train_flops_per_s(self, round_index: int) -> np.ndarray:
         """(n,) FLOP/s each device trains at in that round: peak * efficiency * tier."""
         return self.peak_flops * self.efficiency * self.tier_at(round_index)

@@ -243,9 +243,11 @@ class Kit:
 
     def _capacity(self, r: int) -> np.ndarray:
         """Every device's FLOP/s at the capability tier of round (aggregation) r; kept for the next call, since
-        an asynchronous run plans many dispatches for one aggregation."""
-        if self._capacity_of[0] != r:
-            self._capacity_of = (r, self.fleet.train_flops_per_s(r))
+        an asynchronous run plans many dispatches for one aggregation, and for every round where no group
+        redraws its tiers (an O(n) array, which an asynchronous run with K = 100 would build every 100 updates)."""
+        key = r if self.fleet.tiers_change_each_round else 0
+        if self._capacity_of[0] != key:
+            self._capacity_of = (key, self.fleet.train_flops_per_s(r))
         return self._capacity_of[1]
 
     def _planned(self, task: Task, timeline: Timeline, t0: float, online_until: float) -> Planned:

@@ -54,6 +54,15 @@ def test_static_tiers_stay_and_dynamic_tiers_change():
     assert np.all(rounds[:, 5] == 1.0)  # no tiers: full capability
 
 
+def test_tiers_change_each_round_only_where_a_group_redraws_them():
+    assert build().tiers_change_each_round  # the phones redraw theirs
+    static = Fleet.build([GroupSpec(get_profile("jetson_nano"), 2, tiers=(1.0, 0.5)),
+                          GroupSpec(get_profile("raspberry_pi_4"), 1)], SEED)
+    assert not static.tiers_change_each_round
+    # what the kit relies on to build the FLOP/s array once: every round's is the same
+    assert all(np.array_equal(static.train_flops_per_s(r), static.train_flops_per_s(0)) for r in range(1, 20))
+
+
 def test_tiers_depend_on_the_seed():
     one = np.array([build().tier_at(r)[:3] for r in range(10)])
     other = np.array([build(np.random.SeedSequence(12)).tier_at(r)[:3] for r in range(10)])
