@@ -35,8 +35,8 @@ from testbed.checkpoint import Checkpoint
 from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
 from testbed.execution import TrainJob, evaluate
-from testbed.local import LocalSGD
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
+from testbed.protocols.registry import declared
 from testbed.payload import transmit
 from testbed.protocols.evaluation import Evaluation
 from testbed.protocols.probe import PROBE_BYTES, Probe
@@ -44,7 +44,7 @@ from testbed.resources import Resources
 from testbed.resources.timing import varying_timeline
 from testbed.payload import CODECS
 from testbed.scenario import Experiment, Purpose, Scenario, stream
-from testbed.selection import History, Outcome, Registry, SelectionContext
+from testbed.selection import History, Outcome, SelectionContext
 from testbed.store import ClientStore
 
 SERVER = -1  # the device column of the server's own work in events.csv (phase "server")
@@ -100,22 +100,9 @@ class Kit:
         # the run so the final state stays readable (its spill folder goes when the store is collected)
         self._device_state = ClientStore(self.scenario.device_state.max_in_memory)
         self.selector = self.scenario.selection.selector()
-        self.registry = self._registry(exp)
+        self.registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
         self.history = History.empty(self.fleet.n)
         self.selector.bind(self.registry, self.scenario.stop.max_rounds, self.scenario.updates_per_aggregation)
-
-    def _registry(self, exp: Experiment) -> Registry:
-        """What each device declares when it registers, and the full-model task time that predicts."""
-        fleet, client = self.fleet, LocalSGD(**self.scenario.client.model_dump())
-        flops_per_s = fleet.peak_flops * fleet.efficiency
-        bytes_down, bytes_up = (CODECS[c].nbytes(self._shapes) for c in (self.scenario.codec.down,
-                                                                           self.scenario.codec.up))
-        sizes, each = np.unique(self._num_samples, return_inverse=True)  # devices of a size share their FLOPs
-        flops = np.array([training_flops(self._forward_flops, client.samples_processed(int(n))) for n in sizes],
-                         dtype=np.float64)[each]
-        task_s = 2 * fleet.latency_s + bytes_down / fleet.down_Bps + flops / flops_per_s + bytes_up / fleet.up_Bps
-        return Registry(flops_per_s, fleet.down_Bps, fleet.up_Bps, fleet.latency_s, self._num_samples, task_s,
-                        bytes_down=float(bytes_down), bytes_up=float(bytes_up), train_flops=flops)
 
     # ---- the run ------------------------------------------------------------------------------------------
     def begin(self) -> Start:
