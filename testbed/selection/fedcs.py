@@ -40,6 +40,7 @@ ASYNC is False: the greedy schedules a synchronous round's uploads against its d
 """
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -52,14 +53,40 @@ from testbed.selection.base import SelectionContext, Selector
 def greedy_schedule(requested: np.ndarray, down_s: np.ndarray, update_s: np.ndarray, up_s: np.ndarray,
                     deadline_s: float, most: int) -> list[int]:
     """The paper's Algorithm 2 over the requested ids (arrays indexed by id): S in the order added (ties: the
-    requested order)."""
-    left, chosen, theta, slowest_down = list(requested), [], 0.0, 0.0
-    while left and len(chosen) < most:
-        growth = [up_s[k] + max(0.0, update_s[k] - theta) for k in left]
-        x = left.pop(int(np.argmin(growth)))
-        theta_x = theta + up_s[x] + max(0.0, update_s[x] - theta)
+    requested order).
+
+    Each step's argmin without scanning every requested client: a client's growth is up_k once its update is
+    done by theta (update_k <= theta), else up_k + update_k - theta, whose order among the not-yet-done does not
+    move with theta. So two heaps hold them (done: by up_k; not done: by up_k + update_k), clients pass from the
+    second to the first as theta grows, and each step compares the exact growths of the two heaps' tops: O(log)
+    a step, where a scan is O(requested) (6 s a selection at 100,000 devices, K = 1,000)."""
+    requested = [int(k) for k in requested]
+    by_update = sorted(range(len(requested)), key=lambda i: (update_s[requested[i]], i))
+    done: list[tuple[float, int]] = []                                  # (up_k, position)
+    waiting = [(up_s[k] + update_s[k], i) for i, k in enumerate(requested)]  # (up_k + update_k, position)
+    heapq.heapify(waiting)
+    moved, taken = [False] * len(requested), [False] * len(requested)
+    chosen, theta, slowest_down, passed = [], 0.0, 0.0, 0
+    while len(chosen) < most:
+        while passed < len(by_update) and update_s[requested[by_update[passed]]] <= theta:
+            i = by_update[passed]
+            passed += 1
+            if not taken[i]:
+                moved[i] = True
+                heapq.heappush(done, (up_s[requested[i]], i))
+        while waiting and (moved[waiting[0][1]] or taken[waiting[0][1]]):
+            heapq.heappop(waiting)
+        tops = [i for heap in (done, waiting) if heap for i in (heap[0][1],)]
+        if not tops:
+            break
+        growth = {i: up_s[requested[i]] + max(0.0, update_s[requested[i]] - theta) for i in tops}
+        i = min(tops, key=lambda j: (growth[j], j))
+        heapq.heappop(done if moved[i] else waiting)
+        taken[i] = True
+        x = requested[i]
+        theta_x = theta + growth[i]
         if max(slowest_down, down_s[x]) + theta_x <= deadline_s:
-            chosen.append(int(x))
+            chosen.append(x)
             theta, slowest_down = theta_x, max(slowest_down, down_s[x])
     return chosen
 
