@@ -11,7 +11,6 @@ from testbed.schema.resources import Resources
 from testbed.schema.selection import Selection
 from testbed.schema.run import Checkpointing, DeviceState, Eval, Executor, Round, SerialExecutor, Stop
 from testbed.schema.common import Strict
-from testbed.selection import PowerOfChoice
 
 
 class Scenario(Strict):
@@ -81,10 +80,8 @@ class Scenario(Strict):
                                  "none is set; add round.deadline_s, or a deadline_s to selection.options")
             return self
         selector = self.selection.selector()
-        if isinstance(selector, PowerOfChoice) and selector.loss == "probe":
-            raise ValueError("selection.options.loss: power_of_choice's probe asks candidates for their loss at a "
-                             "synchronous round's start, and async dispatch has none; use loss: reported, or "
-                             "protocol kind sync")
+        if selector.async_refusal():
+            raise ValueError(selector.async_refusal())
         if not selector.ASYNC:
             raise ValueError(f"selection: '{self.selection.name}' picks a synchronous round's participants "
                              "together and cannot pick for asynchronous dispatch; use protocol kind sync, or "

@@ -119,6 +119,11 @@ class Selector(ABC):
         a scenario without round.deadline_s is then refused. Default: no."""
         return False
 
+    def async_refusal(self) -> str | None:
+        """Where an ASYNC selector still cannot pick for asynchronous dispatch with these options: the one-line
+        reason, naming the option and the fix (the scenario is refused with it). Default: none."""
+        return None
+
     def observe(self, round: int, now: float, outcomes: list[Outcome], history: History) -> None:
         """What happened to the tasks that ended since the last call (a round's, or those an asynchronous
         aggregation closes), with the history already updated. Default: nothing."""

@@ -60,6 +60,12 @@ class PowerOfChoice(Selector):
         if self.loss not in LOSS_SOURCES:
             raise ValueError(f"loss must be one of {', '.join(LOSS_SOURCES)} (got {self.loss!r})")
 
+    def async_refusal(self) -> str | None:
+        if self.loss != "probe":
+            return None
+        return ("selection.options.loss: power_of_choice's probe asks candidates for their loss at a synchronous "
+                "round's start, and async dispatch has none; use loss: reported, or protocol kind sync")
+
     def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
         candidates = ctx.candidates
         if not len(candidates) or ctx.n_select < 1:
