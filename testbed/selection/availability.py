@@ -47,6 +47,7 @@ import numpy as np
 
 from testbed.selection.base import SelectionContext, Selector
 from testbed.selection.history import History
+from testbed.selection.ranking import stable_order
 
 
 @dataclass
@@ -73,14 +74,16 @@ class Availability(Selector):
         self.watch(ctx.history, ctx.now)
         if not len(candidates) or ctx.n_select < 1:
             return np.empty(0, dtype=np.int64)
-        p = self.p_stay(ctx)[candidates]
-        available = ((ctx.history.seen_online + 1) / (ctx.history.checks + 2))[candidates]
+        p = self.p_stay(ctx, candidates)
+        available = (ctx.history.seen_online[candidates] + 1) / (ctx.history.checks + 2)
         shuffled = rng.permutation(len(candidates))
-        likely = shuffled[np.argsort(available[shuffled], kind="stable")]
-        likely = likely[p[likely] >= self.min_p]
-        rest = shuffled[np.argsort(-p[shuffled], kind="stable")]
-        rest = rest[p[rest] < self.min_p]
-        return np.sort(candidates[np.concatenate([likely, rest])[:ctx.n_select]])
+        # the likely to stay, least available first, then the others, likeliest first; ties in shuffled order
+        # (a stable order of the filtered is the filtered stable order; only the first n_select are ranked)
+        likely = shuffled[p[shuffled] >= self.min_p]
+        likely = likely[stable_order(available[likely], ctx.n_select)]
+        rest = shuffled[p[shuffled] < self.min_p]
+        rest = rest[stable_order(-p[rest], ctx.n_select - len(likely))]
+        return np.sort(candidates[np.concatenate([likely, rest])])
 
     def watch(self, history: History, now: float) -> None:
         """Take in the looks the history recorded since the last selection (the last one only, where several
@@ -99,12 +102,14 @@ class Availability(Selector):
         self.looks, self.last_look_s, self.was_online = history.checks, now, online
         self.dropped_then = history.dropped.copy()
 
-    def p_stay(self, ctx: SelectionContext) -> np.ndarray:
-        """(n,): each device's probability to stay online for its predicted task time."""
+    def p_stay(self, ctx: SelectionContext, devices: np.ndarray | None = None) -> np.ndarray:
+        """Each device's probability (of these devices; default all) to stay online for its predicted task time."""
         history = ctx.history
-        tau = np.where(history.arrived > 0, history.duration_sum_s / np.maximum(history.arrived, 1),
-                       ctx.registry.task_s)
-        departures = history.dropped + (0 if self.departures is None else self.departures)
-        online_s = 0.0 if self.online_s is None else self.online_s
+        every = slice(None) if devices is None else devices
+        arrived = history.arrived[every]
+        tau = np.where(arrived > 0, history.duration_sum_s[every] / np.maximum(arrived, 1),
+                       ctx.registry.task_s[every])
+        departures = history.dropped[every] + (0 if self.departures is None else self.departures[every])
+        online_s = 0.0 if self.online_s is None else self.online_s[every]
         rate = (departures + 1) / (online_s + self.prior_session_s)
         return np.exp(-rate * tau)

@@ -46,12 +46,14 @@ class Registry:
     bytes_up: float | None = None          # an upload's payload
     train_flops: np.ndarray | None = None  # (n,) each device's training FLOPs
 
-    def phases_s(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(n,) each a full-model task's predicted download (latency included), compute and upload seconds."""
+    def phases_s(self, devices: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each a full-model task's predicted download (latency included), compute and upload seconds, of these
+        devices (default: all, (n,) each)."""
         if self.bytes_down is None or self.bytes_up is None or self.train_flops is None:
             raise ValueError("registry: bytes_down, bytes_up and train_flops are needed to time a task's phases")
-        return (self.latency_s + self.bytes_down / self.down_Bps, self.train_flops / self.flops_per_s,
-                self.latency_s + self.bytes_up / self.up_Bps)
+        d = slice(None) if devices is None else devices
+        return (self.latency_s[d] + self.bytes_down / self.down_Bps[d], self.train_flops[d] / self.flops_per_s[d],
+                self.latency_s[d] + self.bytes_up / self.up_Bps[d])
 
     @property
     def n(self) -> int:

@@ -40,6 +40,7 @@ ASYNC is False: the greedy schedules a synchronous round's uploads against its d
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from typing import ClassVar
 import numpy as np
 
 from testbed.selection.base import SelectionContext, Selector
+from testbed.selection.ranking import stable_order
 
 
 def greedy_schedule(requested: np.ndarray, down_s: np.ndarray, update_s: np.ndarray, up_s: np.ndarray,
@@ -57,39 +59,69 @@ def greedy_schedule(requested: np.ndarray, down_s: np.ndarray, update_s: np.ndar
 
     Each step's argmin without scanning every requested client: a client's growth is up_k once its update is
     done by theta (update_k <= theta), else up_k + update_k - theta, whose order among the not-yet-done does not
-    move with theta. So two heaps hold them (done: by up_k; not done: by up_k + update_k), clients pass from the
+    move with theta. So a heap holds the done (by up_k) and a fixed order the not done (by up_k + update_k), clients pass from the
     second to the first as theta grows, and each step compares the exact growths of the two heaps' tops: O(log)
-    a step, where a scan is O(requested) (6 s a selection at 100,000 devices, K = 1,000)."""
+    a step, where a scan is O(requested) (6 s a selection at 100,000 devices, K = 1,000). Once every update is
+    done by theta, the steps take the rest in order of (up_k, position), with no heap (`_all_done`)."""
     requested = np.asarray(requested, dtype=np.int64)
+    down_a, update_a, up_a = (np.asarray(a, dtype=np.float64)[requested] for a in (down_s, update_s, up_s))
     # the requested clients' figures as Python floats, by position: a step touches a few, one at a time
-    down, update, up = (np.asarray(a, dtype=np.float64)[requested].tolist() for a in (down_s, update_s, up_s))
-    by_update = np.argsort(update, kind="stable").tolist()       # positions, as theta passes their update
-    done: list[tuple[float, int]] = []                           # (up_k, position)
-    waiting = [(u + d, i) for i, (u, d) in enumerate(zip(up, update))]  # (up_k + update_k, position)
-    heapq.heapify(waiting)
+    down, update, up = down_a.tolist(), update_a.tolist(), up_a.tolist()
+    by_update = stable_order(update_a)                           # positions, as theta passes their update
+    passes = update_a[by_update].tolist()                        # their updates, ascending
+    by_update = by_update.tolist()
+    done: list[tuple[float, int]] = []                           # a heap of (up_k, position)
+    # the not yet done by (up_k + update_k, position): the order never moves, so a pointer pops the least
+    waiting, w = stable_order(up_a + update_a).tolist(), 0
     moved, taken = [False] * len(requested), [False] * len(requested)
     chosen, theta, slowest_down, passed = [], 0.0, 0.0, 0
     while len(chosen) < most:
-        while passed < len(by_update) and update[by_update[passed]] <= theta:
-            i = by_update[passed]
-            passed += 1
+        now_passed = bisect.bisect_right(passes, theta, passed)
+        if now_passed == len(by_update):   # every update is done: the rest in (up_k, position) order
+            rest = np.flatnonzero(~np.array(taken, dtype=bool))
+            rest = rest[stable_order(up_a[rest])].tolist()
+            chosen += [int(requested[i]) for i in
+                       _all_done(rest, down, up, theta, slowest_down, deadline_s, most - len(chosen))]
+            break
+        for i in by_update[passed:now_passed]:
             if not taken[i]:
                 moved[i] = True
                 heapq.heappush(done, (up[i], i))
-        while waiting and (moved[waiting[0][1]] or taken[waiting[0][1]]):
-            heapq.heappop(waiting)
-        tops = [heap[0][1] for heap in (done, waiting) if heap]
+        passed = now_passed
+        while w < len(waiting) and (moved[waiting[w]] or taken[waiting[w]]):
+            w += 1
+        tops = ([done[0][1]] if done else []) + ([waiting[w]] if w < len(waiting) else [])
         if not tops:
             break
         growth = {i: up[i] + max(0.0, update[i] - theta) for i in tops}
         i = min(tops, key=lambda j: (growth[j], j))
-        heapq.heappop(done if moved[i] else waiting)
+        if moved[i]:
+            heapq.heappop(done)
+        else:
+            w += 1
         taken[i] = True
         theta_x = theta + growth[i]
         if slowest_down + theta_x > deadline_s:  # the least growth left does not fit: no later client can
             break
         if max(slowest_down, down[i]) + theta_x <= deadline_s:
             chosen.append(int(requested[i]))
+            theta, slowest_down = theta_x, max(slowest_down, down[i])
+    return chosen
+
+
+def _all_done(order: list[int], down: list[float], up: list[float], theta: float, slowest_down: float,
+              deadline_s: float, most: int) -> list[int]:
+    """The greedy's steps once every update is done by theta: each growth is up_k, so the steps take the
+    clients in `order` (by up_k, then position), with the same tests; the positions added."""
+    chosen = []
+    for i in order:
+        if len(chosen) == most:
+            break
+        theta_x = theta + up[i]
+        if slowest_down + theta_x > deadline_s:
+            break
+        if max(slowest_down, down[i]) + theta_x <= deadline_s:
+            chosen.append(i)
             theta, slowest_down = theta_x, max(slowest_down, down[i])
     return chosen
 
@@ -116,6 +148,6 @@ class FedCS(Selector):
         candidates = ctx.candidates
         asked = math.ceil(self.request_fraction * len(candidates))
         requested = np.sort(rng.choice(candidates, size=asked, replace=False))
-        down_s, update_s, up_s = ctx.registry.phases_s()
-        return np.sort(np.array(greedy_schedule(requested, down_s, update_s, up_s, deadline, ctx.n_select),
-                                dtype=np.int64))
+        down_s, update_s, up_s = ctx.registry.phases_s(requested)
+        positions = greedy_schedule(np.arange(asked), down_s, update_s, up_s, deadline, ctx.n_select)
+        return np.sort(requested[np.array(positions, dtype=np.int64)])

@@ -84,6 +84,7 @@ import numpy as np
 
 from testbed.selection.base import Registry, SelectionContext, Selector
 from testbed.selection.history import RECEIVED, History, Outcome
+from testbed.selection.ranking import stable_order
 
 STALL, JUMP = 0.1, 5.0   # the pacer: a window's utility within 10% of the previous one's relaxes T, 5-fold tightens it
 CLIP_FLOOR = 1e-4        # the code's floor of the utilities' range and of a duration
@@ -182,8 +183,8 @@ class Oort(Selector):
         """T: the threshold percentile of the durations, as the code indexes it; infinite at 100."""
         if self.threshold >= 100:
             return math.inf
-        ordered = np.sort(durations)
-        return float(ordered[min(int(len(ordered) * self.threshold / 100), len(ordered) - 1)])
+        k = min(int(len(durations) * self.threshold / 100), len(durations) - 1)
+        return float(np.partition(durations, k)[k])   # the sorted durations' k-th, without sorting them all
 
     def system_factor(self, durations: np.ndarray, preferred: float) -> np.ndarray:
         slow = durations > preferred
@@ -211,8 +212,9 @@ class Oort(Selector):
         """The exploitation score of these devices, tried before: clipped, rescaled utility plus the temporal
         uncertainty, times the system factor."""
         utility = self.utilities(devices, history)
-        ordered = np.sort(utility)
-        clip = ordered[min(int(len(ordered) * self.clip_bound), len(ordered) - 1)]
+        k = min(int(len(utility) * self.clip_bound), len(utility) - 1)
+        ordered = np.partition(utility, [0, k, len(utility) - 1])   # the sorted utilities' places 0, k, -1
+        clip = ordered[k]
         low = ordered[0] * 0.999
         spread = max(ordered[-1] - low, CLIP_FLOOR)
         temporal = np.sqrt(0.1 * math.log(round) / history.last_selected[devices])
@@ -223,10 +225,14 @@ class Oort(Selector):
         history = ctx.history
         self.pace()
         durations = self.durations(ctx.registry, history)
-        factor = self.system_factor(durations, self.preferred(durations))
-        candidates = ctx.candidates[~self.blacklist(history)[ctx.candidates]]
+        preferred = self.preferred(durations)
+        candidates = ctx.candidates
+        if self.blacklist_rounds is not None:
+            candidates = candidates[~self.blacklist(history)[candidates]]
         tried = history.selected[candidates] > 0
         explored, fresh = candidates[tried], candidates[~tried]
+        factor = np.ones(history.n)  # the system factor of the candidates (the others are never read)
+        factor[candidates] = self.system_factor(durations[candidates], preferred)
         k = min(ctx.n_select, len(candidates))
         share = k * self.epsilon()
         explore = int(share) + int(ctx.asynchronous and rng.random() < share - int(share))
@@ -243,16 +249,17 @@ class Oort(Selector):
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         score = self.scores(explored, round, history, factor)
-        order = np.argsort(-score, kind="stable")
-        cut = score[order[min(n, len(order) - 1)]] * self.cut_off_util
-        keep = min(len(order), max(int(np.sum(score >= cut)), int(self.exploit_pool * n) + 1))
-        return draw(explored[order[:keep]], score[order[:keep]], n, rng)
+        m = min(n, len(score) - 1)
+        cut = -np.partition(-score, m)[m] * self.cut_off_util   # the (m+1)-th highest score's share
+        keep = min(len(score), max(int(np.sum(score >= cut)), int(self.exploit_pool * n) + 1))
+        order = stable_order(-score, keep)
+        return draw(explored[order], score[order], n, rng)
 
     def explore(self, fresh: np.ndarray, n: int, factor: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         weight = self.samples[fresh] * factor[fresh]
-        order = np.argsort(-weight, kind="stable")[:max(n, int(self.sample_window * n))]
+        order = stable_order(-weight, max(n, int(self.sample_window * n)))
         return draw(fresh[order], weight[order], n, rng)
 
 
