@@ -36,6 +36,8 @@ from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
 from testbed.execution import TrainJob, evaluate
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
+from testbed.network.contention import contend
+from testbed.network.topology import Topology
 from testbed.protocols.registry import declared
 from testbed.payload import transmit
 from testbed.protocols.evaluation import Evaluation
@@ -103,6 +105,8 @@ class Kit:
         self.registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
         self.history = History.empty(self.fleet.n)
         self.selector.bind(self.registry, self.scenario.stop.max_rounds, self.scenario.updates_per_aggregation)
+        network = self.scenario.network   # None: every device on links of its own
+        self.topology = None if network is None else Topology.build(network, self.fleet.group)
 
     # ---- the run ------------------------------------------------------------------------------------------
     def begin(self) -> Start:
@@ -224,8 +228,13 @@ class Kit:
         dispatch: of the aggregation its tasks feed)."""
         capacity = self._capacity(r)
         timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
+        ids = np.fromiter(tasks, np.int64, len(tasks))
+        if self.topology is not None:  # through shared links: the tasks' transfers solved together
+            online_until = self.fleet.availability.online_until_each(ids, t0)
+            timelines = dict(zip(tasks, contend(self.topology, t0, ids, list(timelines.values()), online_until)))
+            return {d: self._planned(tasks[d], timelines[d], t0, u) for d, u in zip(tasks, online_until.tolist())}
         ends = np.array([t0 + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
-        online_until = self.fleet.availability.online_until_each(np.fromiter(tasks, np.int64, len(tasks)), t0, ends)
+        online_until = self.fleet.availability.online_until_each(ids, t0, ends)
         return {d: self._planned(tasks[d], timelines[d], t0, until) for d, until in zip(tasks, online_until.tolist())}
 
     def _capacity(self, r: int) -> np.ndarray:

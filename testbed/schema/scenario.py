@@ -6,6 +6,7 @@ from pydantic import Field, NonNegativeInt, model_validator
 from testbed.schema.algorithms import Algorithm, runs_async
 from testbed.schema.data import Client, Codec, Data, Model
 from testbed.schema.fleet import Fleet, Server
+from testbed.schema.network import Network
 from testbed.schema.protocol import Protocol, SyncProtocol
 from testbed.schema.resources import Resources
 from testbed.schema.selection import Selection
@@ -33,6 +34,7 @@ class Scenario(Strict):
     checkpoint: Checkpointing = Checkpointing()
     executor: Executor = SerialExecutor()
     resources: Resources = Resources()
+    network: Network | None = Field(default=None, exclude_if=lambda n: n is None)   # None: private links
 
     @property
     def batteries_on(self) -> bool:
@@ -100,6 +102,18 @@ class Scenario(Strict):
         if self.protocol.mixing is not None and "mixing" not in rules:
             raise ValueError(f"protocol.mixing: FedAsync's mixture needs a server that adds the update as it is "
                              f"(fedavg, fedprox), not {self.algorithm.name}'s; remove mixing to run FedBuff")
+        return self
+
+    @model_validator(mode="after")
+    def _network_fits_fleet(self):
+        if self.network is None:
+            return self
+        self.network.check_groups(len(self.fleet.groups))
+        for i, g in enumerate(self.fleet.groups):
+            for field, what in (("battery", "a battery's empty instant"), ("bandwidth", "a fluctuating link rate")):
+                if getattr(g, field) is not None:
+                    raise ValueError(f"fleet.groups.{i}.{field}: shared links (network:) do not yet combine with "
+                                     f"{what}; remove fleet.groups.{i}.{field} or the network section")
         return self
 
     @model_validator(mode="after")
