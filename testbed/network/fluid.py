@@ -1,0 +1,189 @@
+"""Transfers through shared links as fluid processor sharing, solved exactly on the simulated clock.
+
+A flow moves `bytes_` from `start_s` through zero or more shared links (capacity in bytes/s each) and is also
+capped by its own rate (its device's private link). Between two events every flow moves at a constant rate; the
+rates are the max-min fair allocation over all links at once (maxmin.max_min_rates), recomputed exactly at every
+event: a flow starting, a flow finishing its bytes, a flow being stopped (`stop_s`: its device went offline, a
+deadline). Events at one instant are taken together: flows that finish or are stopped at t leave, flows that
+start at t join, and all share from t on. A flow finishing exactly at its stop instant is done.
+
+A flow whose rate stays at its cap from start to end finishes at start_s + bytes_ / cap_Bps bit for bit, as it
+would on a private link: a flow's finish is computed from the instant its rate last changed and the bytes it
+still had then, and a rate that events leave unchanged is not re-anchored.
+
+Continuing from an instant (an asynchronous server that adds flows as it goes): `flows.remaining_at(t)` gives the
+bytes each flow still has at t; solving again with every flow in flight at t given as a new flow that starts at
+t with those bytes, the flows not yet started as they were, and any new ones, gives the same instants as one
+solve of the whole (rates are constant between events; see tests/network/test_fluid.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from testbed.network.maxmin import max_min_rates
+
+
+@dataclass(frozen=True, eq=False)
+class Flows:
+    """The solved flows: per flow (n,) arrays, each flow's breakpoints (the instants its rate changed), and each
+    link's load between events."""
+    start_s: np.ndarray
+    bytes_: np.ndarray
+    cap_Bps: np.ndarray
+    end_s: np.ndarray       # when it finished its bytes or was cut
+    done: np.ndarray        # it moved all its bytes
+    moved: np.ndarray       # bytes moved by end_s: exactly bytes_ where done
+    private_s: np.ndarray   # bytes_ / cap_Bps: its duration on a private link
+    waited_s: np.ndarray    # (end_s - start_s) - private_s where done, 0 where it never ran below its cap; NaN if cut
+    breaks: np.ndarray      # (n + 1,) flow i's breakpoints are rows breaks[i]:breaks[i + 1] of the three below
+    break_s: np.ndarray     # the instant its rate changed (the first is its start)
+    break_moved: np.ndarray  # bytes it had moved by then
+    break_Bps: np.ndarray   # its rate from then on
+    event_s: np.ndarray     # (E,) the event instants
+    load_Bps: np.ndarray    # (E, L) each link's summed rate from each event to the next
+
+    def moved_by(self, i: int, t) -> np.ndarray | float:
+        """Bytes flow i had moved by instant(s) t: piecewise linear between its breakpoints."""
+        t = np.asarray(t, dtype=float)
+        lo, hi = self.breaks[i], self.breaks[i + 1]
+        seg = np.clip(np.searchsorted(self.break_s[lo:hi], t, side="right") - 1, 0, None) + lo
+        running = self.break_moved[seg] + self.break_Bps[seg] * (t - self.break_s[seg]) if hi > lo else 0.0 * t
+        moved = np.where(t <= self.start_s[i], 0.0, np.where(t >= self.end_s[i], self.moved[i], running))
+        return moved if moved.ndim else float(moved)
+
+    def moved_at(self, t: float) -> np.ndarray:
+        """Bytes every flow had moved by instant t, (n,)."""
+        n = len(self.start_s)
+        owner = np.repeat(np.arange(n), np.diff(self.breaks))
+        passed = np.bincount(owner[self.break_s <= t], minlength=n)    # breakpoints at or before t, per flow
+        seg = np.minimum(self.breaks[:-1] + np.maximum(passed - 1, 0), max(len(self.break_s) - 1, 0))
+        running = self.break_moved[seg] + self.break_Bps[seg] * (t - self.break_s[seg]) if len(self.break_s) \
+            else np.zeros(n)
+        return np.where(t <= self.start_s, 0.0, np.where(t >= self.end_s, self.moved, running))
+
+    def remaining_at(self, t: float) -> np.ndarray:
+        """Bytes every flow still had to move at instant t (its bytes where it had not started)."""
+        return self.bytes_ - self.moved_at(t)
+
+    def utilisation(self, link: int) -> tuple[np.ndarray, np.ndarray]:
+        """Link's summed rate as a step function: from event_s[k] to event_s[k + 1] it carried Bps[k]."""
+        return self.event_s, self.load_Bps[:, link]
+
+
+def solve(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s=None) -> Flows:
+    """Solve n flows: start_s (n,) instants, bytes_ (n,) >= 0, cap_Bps (n,) > 0 (finite), links (n, m) indices
+    into capacity_Bps (L,) > 0 (inf allowed) padded with -1, stop_s (n,) instants when a flow is cut if not done
+    (inf, or None for all: never). A flow stopped at or before its start moves nothing and ends at its start."""
+    start, size, cap, links, capacity, stop = _checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s)
+    n = len(start)
+    end = start.copy()
+    done = np.zeros(n, dtype=bool)
+    moved = np.zeros(n)
+    idle = (size == 0) | (stop <= start)            # never take part in sharing: end at their start
+    done[idle] = size[idle] == 0
+    anchor_s, left, rate, finish = start.copy(), size.copy(), np.zeros(n), np.full(n, np.inf)
+    log = _Log(len(capacity))
+
+    movers = np.flatnonzero(~idle)
+    movers = movers[np.argsort(start[movers], kind="stable")]
+    next_mover, active = 0, np.zeros(0, dtype=np.int64)
+    with np.errstate(divide="ignore"):
+        while next_mover < len(movers) or len(active):
+            t = min(start[movers[next_mover]] if next_mover < len(movers) else np.inf,
+                    finish[active].min(initial=np.inf), stop[active].min(initial=np.inf))
+            if t == np.inf:
+                raise RuntimeError(f"{len(active)} flows stalled at rate 0 with nothing left to change it")
+            # leave: the flows that finish or are stopped at t
+            finished = finish[active] <= t
+            cut = ~finished & (stop[active] <= t)
+            over = active[finished]
+            end[over], done[over], moved[over] = finish[over], True, size[over]
+            gone = active[cut]
+            end[gone] = t
+            moved[gone] = size[gone] - np.maximum(left[gone] - rate[gone] * (t - anchor_s[gone]), 0.0)
+            active = active[~(finished | cut)]
+            # join: the flows that start at t
+            joined = np.searchsorted(start[movers], t, side="right")
+            active = np.concatenate([active, movers[next_mover:joined]])
+            next_mover = joined
+            # share from t on; re-anchor only the flows whose rate changed
+            new = max_min_rates(cap[active], links[active], capacity)
+            changed = active[new != rate[active]]
+            left[changed] = np.maximum(left[changed] - rate[changed] * (t - anchor_s[changed]), 0.0)
+            anchor_s[changed] = t
+            rate[active] = new
+            finish[changed] = t + left[changed] / rate[changed]
+            log.event(t, changed, size[changed] - left[changed], rate[changed], active, rate, links)
+
+    breaks, break_s, break_moved, break_Bps = log.breakpoints(n)
+    slowed = np.zeros(n, dtype=bool)                  # ran below its cap at some time
+    slowed[np.repeat(np.arange(n), np.diff(breaks))[break_Bps < np.repeat(cap, np.diff(breaks))]] = True
+    waited = np.where(done, np.where(slowed, (end - start) - size / cap, 0.0), np.nan)
+    return Flows(start, size, cap, end, done, moved, size / cap, waited, breaks, break_s, break_moved, break_Bps,
+                 np.array(log.times), np.array(log.loads, dtype=float).reshape(len(log.times), len(capacity)))
+
+
+def _checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s):
+    """The inputs as float/int arrays, or a one-line ValueError naming what is wrong."""
+    start = np.asarray(start_s, dtype=float).reshape(-1)
+    n = len(start)
+    size = np.asarray(bytes_, dtype=float).reshape(-1)
+    cap = np.asarray(cap_Bps, dtype=float).reshape(-1)
+    capacity = np.asarray(capacity_Bps, dtype=float).reshape(-1)
+    stop = np.full(n, np.inf) if stop_s is None else np.asarray(stop_s, dtype=float).reshape(-1)
+    links = np.asarray(links)
+    if links.size == 0:
+        links = np.zeros((n, links.shape[1] if links.ndim == 2 else 0), dtype=np.int64)
+    for name, arr in (("bytes_", size), ("cap_Bps", cap), ("stop_s", stop)):
+        if len(arr) != n:
+            raise ValueError(f"{name} has {len(arr)} values for {n} flows (start_s); give one per flow")
+    if links.ndim != 2 or len(links) != n or links.dtype.kind not in "iu":
+        raise ValueError(f"links must be an integer array of shape ({n}, m), padded with -1; got {links.dtype} "
+                         f"of shape {links.shape}")
+    if not np.isfinite(start).all():
+        raise ValueError("start_s must be finite instants")
+    if (np.isnan(size) | (size < 0) | np.isinf(size)).any():
+        raise ValueError(f"bytes_ must be finite and >= 0; got {size[~(size >= 0) | np.isinf(size)][0]}")
+    if not ((cap > 0) & np.isfinite(cap)).all():
+        raise ValueError(f"cap_Bps must be finite and > 0; got {cap[~((cap > 0) & np.isfinite(cap))][0]}")
+    if not (capacity > 0).all():
+        raise ValueError(f"capacity_Bps must be > 0 (inf: never binds); got {capacity[~(capacity > 0)][0]}")
+    if np.isnan(stop).any():
+        raise ValueError("stop_s must be instants or inf (never), not NaN")
+    if links.size and ((links < -1) | (links >= len(capacity))).any():
+        bad = links[(links < -1) | (links >= len(capacity))][0]
+        raise ValueError(f"links names link {bad}, but there are {len(capacity)} links (0 to {len(capacity) - 1}; "
+                         f"-1 pads)")
+    ordered = np.sort(links, axis=1)
+    if (ordered[:, 1:] == ordered[:, :-1])[ordered[:, 1:] >= 0].any():
+        raise ValueError("a flow lists the same link twice in links; list each link once")
+    return start, size, cap, links.astype(np.int64), capacity, stop
+
+
+class _Log:
+    """What the event loop records: each flow's rate changes and each link's load between events."""
+
+    def __init__(self, n_links: int):
+        self.n_links = n_links
+        self.times: list[float] = []
+        self.loads: list[np.ndarray] = []
+        self.changes: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def event(self, t, changed, moved, rates, active, rate, links):
+        """At instant t the flows `changed` had moved `moved` and go on at `rates`; `rate` is every flow's rate."""
+        self.times.append(t)
+        self.changes.append((changed, np.full(len(changed), t), moved, rates))
+        on = links[active]
+        valid = on >= 0
+        weights = np.broadcast_to(rate[active][:, None], on.shape)[valid]
+        self.loads.append(np.bincount(on[valid], weights=weights, minlength=self.n_links))
+
+    def breakpoints(self, n):
+        """breaks (n + 1,) and the breakpoints' instants, bytes moved and rates, grouped by flow in time order."""
+        flow, at, moved, rates = (np.concatenate(column) for column in zip(*self.changes)) if self.changes \
+            else (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
+        order = np.argsort(flow, kind="stable")       # events were logged in time order
+        breaks = np.concatenate([[0], np.cumsum(np.bincount(flow, minlength=n))])
+        return breaks, at[order], moved[order], rates[order]
