@@ -2,8 +2,8 @@
 # The selection study (docs/selection.md): uniform selection against every selector, 3 seeds, on
 #  (a) the heterogeneity study's fleet with hidden capability tiers: drawn once (Fix) at the low, medium and high
 #      levels, and redrawn every round (Dyn, the heterogeneity study's own) at the high level;
-#  (b) Shakespeare on its phone fleet with Markov availability (scenarios/shakespeare.yaml, 20 rounds; by
-#      default uniform against Oort on one seed: a run is minutes here, set SHAKESPEARE_SELECTORS and _SEEDS);
+#  (b) Shakespeare on its phone fleet with Markov availability (scenarios/shakespeare.yaml, 20 rounds; its table
+#      target is 0.22, selection_table.py's TARGETS);
 #  (c) HAR on phones that come and go, against a deadline (scenarios/studies/selection_har.yaml);
 #  (d) FedBuff on (c)'s fleet: whether selection and asynchronous aggregation combine (power_of_choice with the
 #      losses devices last reported: asynchronous dispatch cannot wait for probes);
@@ -14,9 +14,9 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-runs/studies/selection}
 JOBS=${JOBS:-2}
 SEEDS=${SEEDS:-[0,1,2]}
-SHAKESPEARE_SEEDS=${SHAKESPEARE_SEEDS:-[0]}
-SHAKESPEARE_SELECTORS=${SHAKESPEARE_SELECTORS:-[uniform,oort]}
 SYNC=${SYNC:-[uniform,oort,tifl,fedcs,power_of_choice,availability]}
+SHAKESPEARE_SEEDS=${SHAKESPEARE_SEEDS:-$SEEDS}
+SHAKESPEARE_SELECTORS=${SHAKESPEARE_SELECTORS:-$SYNC}
 NO_FEDCS=${NO_FEDCS:-[uniform,oort,tifl,power_of_choice,availability]}
 ASYNC=${ASYNC:-[uniform,oort,availability]}
 sweep() { testbed sweep "$@" --out "$OUT" --jobs "$JOBS" --quiet > /dev/null; }

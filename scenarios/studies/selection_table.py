@@ -15,12 +15,17 @@ from analysis.fairness import fairness
 from analysis.metrics import cost_to_accuracy
 from analysis.runs import load_run
 
+# Where the study's target is not the scenario's own: Shakespeare's 20 rounds end early in its training (a model
+# predicting the commonest characters scores 0.18-0.20), and few runs reach its scenario's 0.25 by then
+TARGETS = {"shakespeare": 0.22}
+
 
 def per_run(run) -> dict:
-    target = run.target_accuracy
+    setup = run.name.split("-")[0]
+    target = TARGETS.get(setup, run.target_accuracy)
     cost = cost_to_accuracy(run.rounds, target)
     reached = cost["time_s"] is not None
-    return {"setup": run.name.split("-")[0], "selector": (run.scenario.get("selection") or {}).get("name", "uniform"),
+    return {"setup": setup, "selector": (run.scenario.get("selection") or {}).get("name", "uniform"),
             "seed": run.seed, "target": target, "reached": reached,
             "time_s": cost["time_s"] if reached else math.nan,
             "final_accuracy": run.summary["final_accuracy"],
