@@ -11,10 +11,10 @@ A flow whose rate stays at its cap from start to end finishes at start_s + bytes
 would on a private link: a flow's finish is computed from the instant its rate last changed and the bytes it
 still had then, and a rate that events leave unchanged is not re-anchored.
 
-Continuing from an instant (an asynchronous server that adds flows as it goes): `flows.remaining_at(t)` gives the
-bytes each flow still has at t; solving again with every flow in flight at t given as a new flow that starts at
-t with those bytes, the flows not yet started as they were, and any new ones, gives the same instants as one
-solve of the whole (rates are constant between events; see tests/network/test_fluid.py).
+Continuing from an instant (an asynchronous server that adds flows as it goes): `flows.still_to_move(t)` gives the
+flows that still move after t, each flow in flight as a new flow that starts at t with the bytes it had left
+(`remaining_at`), the others as they were; solving those again, with any new flows, gives the same instants as one
+solve of the whole to rounding (rates are constant between events; see tests/network/test_fluid.py).
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ class Flows:
     done: np.ndarray        # it moved all its bytes
     moved: np.ndarray       # bytes moved by end_s: exactly bytes_ where done
     private_s: np.ndarray   # bytes_ / cap_Bps: its duration on a private link
-    waited_s: np.ndarray    # (end_s - start_s) - private_s where done, 0 where it never ran below its cap; NaN if cut
+    waited_s: np.ndarray    # what contention cost it: (end_s - start_s) - moved / cap_Bps (= private_s where done),
+    #                         exactly 0 where it never ran below its cap
     breaks: np.ndarray      # (n + 1,) flow i's breakpoints are rows breaks[i]:breaks[i + 1] of the three below
     break_s: np.ndarray     # the instant its rate changed (the first is its start)
     break_moved: np.ndarray  # bytes it had moved by then
@@ -67,6 +68,12 @@ class Flows:
     def remaining_at(self, t: float) -> np.ndarray:
         """Bytes every flow still had to move at instant t (its bytes where it had not started)."""
         return self.bytes_ - self.moved_at(t)
+
+    def still_to_move(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For solving again from instant t: which flows still move after t (a mask), their start_s (t for those in
+        flight) and their bytes_ (what they had left at t). Pass them with their caps, links and stops."""
+        rest = self.end_s > t
+        return rest, np.maximum(self.start_s[rest], t), self.remaining_at(t)[rest]
 
     def utilisation(self, link: int) -> tuple[np.ndarray, np.ndarray]:
         """Link's summed rate as a step function: from event_s[k] to event_s[k + 1] it carried Bps[k]."""
@@ -185,7 +192,7 @@ class _Run:
         breaks, break_s, break_moved, break_Bps = self.log.breakpoints(n)
         slowed = np.zeros(n, dtype=bool)                  # ran below its cap at some time
         slowed[np.repeat(np.arange(n), np.diff(breaks))[break_Bps < np.repeat(cap, np.diff(breaks))]] = True
-        waited = np.where(done, np.where(slowed, (end - start) - size / cap, 0.0), np.nan)
+        waited = np.where(slowed, (end - start) - self.moved / cap, 0.0)
         times, loads = self.log.loads_table()
         return Flows(start, size, cap, end, done, self.moved, size / cap, waited, breaks, break_s, break_moved,
                      break_Bps, times, loads)

@@ -150,6 +150,7 @@ def test_bytes_are_conserved_and_the_rates_are_max_min_fair_between_events(seed)
     assert (flows.end_s <= np.maximum(stop, start)).all()
     np.testing.assert_array_equal(flows.end_s[~flows.done], np.maximum(stop, start)[~flows.done])   # cut there
     assert (flows.moved[~flows.done] < size[~flows.done]).all()
+    assert (flows.waited_s >= -1e-9).all()
     # between events, the flows in flight move at the naive max-min rates of that set
     for t0, t1 in zip(flows.event_s[:-1], flows.event_s[1:]):
         mid = (t0 + t1) / 2
@@ -197,7 +198,7 @@ def test_a_stopped_flow_frees_its_share_from_its_stop_instant():
     assert flows.moved_by(1, 1.0) == pytest.approx(5 * MB) and flows.moved_by(1, 0.5) == pytest.approx(2.5 * MB)
     assert flows.moved_by(1, 7.0) == pytest.approx(5 * MB)            # nothing after the cut
     assert flows.moved_by(0, 1.5) == pytest.approx(9 * MB)            # 5 + 8 x 0.5
-    assert np.isnan(flows.waited_s[1])
+    assert flows.waited_s[1] == pytest.approx(1.0 - 5 / 8)            # ran 1 s for 5 MB it would move in 5/8 s
     # a flow finishing exactly at its stop instant is done; one stopped at or before its start moves nothing
     flows = solve([0.0, 2.0], [8 * MB, 8 * MB], [8 * MB, 8 * MB], NO_LINKS.repeat(2, 0), [], stop_s=[1.0, 1.5])
     np.testing.assert_array_equal(flows.done, [True, False])
@@ -222,9 +223,9 @@ def test_solving_again_from_an_instant_with_the_remaining_bytes_gives_the_same_e
     whole = solve(start, size, cap, links, capacity, stop)
     middle = len(whole.event_s) // 2
     for t in (whole.event_s[middle], (whole.event_s[middle] + whole.event_s[middle + 1]) / 2):
-        rest = whole.end_s > t                       # in flight at t, or not started yet
-        left = whole.remaining_at(t)[rest]
-        again = solve(np.maximum(start[rest], t), left, cap[rest], links[rest], capacity, stop[rest])
+        rest, start_again, left = whole.still_to_move(t)
+        assert (start_again[start[rest] < t] == t).all() and (left <= size[rest]).all()
+        again = solve(start_again, left, cap[rest], links[rest], capacity, stop[rest])
         np.testing.assert_allclose(again.end_s, whole.end_s[rest], rtol=0, atol=1e-9)
         np.testing.assert_array_equal(again.done, whole.done[rest])
         np.testing.assert_allclose(again.moved + size[rest] - left, whole.moved[rest], rtol=1e-9)
