@@ -11,10 +11,10 @@ A flow whose rate stays at its cap from start to end finishes at start_s + bytes
 would on a private link: a flow's finish is computed from the instant its rate last changed and the bytes it
 still had then, and a rate that events leave unchanged is not re-anchored.
 
-Continuing from an instant (an asynchronous server that adds flows as it goes): `flows.remaining_at(t)` gives the
-bytes each flow still has at t; solving again with every flow in flight at t given as a new flow that starts at
-t with those bytes, the flows not yet started as they were, and any new ones, gives the same instants as one
-solve of the whole (rates are constant between events; see tests/network/test_fluid.py).
+Continuing from an instant (an asynchronous server that adds flows as it goes): `flows.still_to_move(t)` gives the
+flows that still move after t, each flow in flight as a new flow that starts at t with the bytes it had left
+(`remaining_at`), the others as they were; solving those again, with any new flows, gives the same instants as one
+solve of the whole to rounding (rates are constant between events; see tests/network/test_fluid.py).
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from testbed.network.maxmin import max_min_rates
+from testbed.network.maxmin import fair_rates, sorted_pairs
+from testbed.network.uncongested import congested, first_congestion, loads_between
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,7 +37,8 @@ class Flows:
     done: np.ndarray        # it moved all its bytes
     moved: np.ndarray       # bytes moved by end_s: exactly bytes_ where done
     private_s: np.ndarray   # bytes_ / cap_Bps: its duration on a private link
-    waited_s: np.ndarray    # (end_s - start_s) - private_s where done, 0 where it never ran below its cap; NaN if cut
+    waited_s: np.ndarray    # what contention cost it: (end_s - start_s) - moved / cap_Bps (= private_s where done),
+    #                         exactly 0 where it never ran below its cap
     breaks: np.ndarray      # (n + 1,) flow i's breakpoints are rows breaks[i]:breaks[i + 1] of the three below
     break_s: np.ndarray     # the instant its rate changed (the first is its start)
     break_moved: np.ndarray  # bytes it had moved by then
@@ -67,6 +69,12 @@ class Flows:
         """Bytes every flow still had to move at instant t (its bytes where it had not started)."""
         return self.bytes_ - self.moved_at(t)
 
+    def still_to_move(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For solving again from instant t: which flows still move after t (a mask), their start_s (t for those in
+        flight) and their bytes_ (what they had left at t). Pass them with their caps, links and stops."""
+        rest = self.end_s > t
+        return rest, np.maximum(self.start_s[rest], t), self.remaining_at(t)[rest]
+
     def utilisation(self, link: int) -> tuple[np.ndarray, np.ndarray]:
         """Link's summed rate as a step function: from event_s[k] to event_s[k + 1] it carried Bps[k]."""
         return self.event_s, self.load_Bps[:, link]
@@ -76,53 +84,118 @@ def solve(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s=None) -> Flows:
     """Solve n flows: start_s (n,) instants, bytes_ (n,) >= 0, cap_Bps (n,) > 0 (finite), links (n, m) indices
     into capacity_Bps (L,) > 0 (inf allowed) padded with -1, stop_s (n,) instants when a flow is cut if not done
     (inf, or None for all: never). A flow stopped at or before its start moves nothing and ends at its start."""
-    start, size, cap, links, capacity, stop = _checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s)
-    n = len(start)
-    end = start.copy()
-    done = np.zeros(n, dtype=bool)
-    moved = np.zeros(n)
-    idle = (size == 0) | (stop <= start)            # never take part in sharing: end at their start
-    done[idle] = size[idle] == 0
-    anchor_s, left, rate, finish = start.copy(), size.copy(), np.zeros(n), np.full(n, np.inf)
-    log = _Log(len(capacity))
-
-    movers = np.flatnonzero(~idle)
-    movers = movers[np.argsort(start[movers], kind="stable")]
-    next_mover, active = 0, np.zeros(0, dtype=np.int64)
+    run = _Run(*_checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s))
     with np.errstate(divide="ignore"):
-        while next_mover < len(movers) or len(active):
-            t = min(start[movers[next_mover]] if next_mover < len(movers) else np.inf,
-                    finish[active].min(initial=np.inf), stop[active].min(initial=np.inf))
-            if t == np.inf:
-                raise RuntimeError(f"{len(active)} flows stalled at rate 0 with nothing left to change it")
-            # leave: the flows that finish or are stopped at t
-            finished = finish[active] <= t
-            cut = ~finished & (stop[active] <= t)
-            over = active[finished]
-            end[over], done[over], moved[over] = finish[over], True, size[over]
-            gone = active[cut]
-            end[gone] = t
-            moved[gone] = size[gone] - np.maximum(left[gone] - rate[gone] * (t - anchor_s[gone]), 0.0)
-            active = active[~(finished | cut)]
-            # join: the flows that start at t
-            joined = np.searchsorted(start[movers], t, side="right")
-            active = np.concatenate([active, movers[next_mover:joined]])
-            next_mover = joined
-            # share from t on; re-anchor only the flows whose rate changed
-            new = max_min_rates(cap[active], links[active], capacity)
-            changed = active[new != rate[active]]
-            left[changed] = np.maximum(left[changed] - rate[changed] * (t - anchor_s[changed]), 0.0)
-            anchor_s[changed] = t
-            rate[active] = new
-            finish[changed] = t + left[changed] / rate[changed]
-            log.event(t, changed, size[changed] - left[changed], rate[changed], active, rate, links)
+        while run.next_mover < len(run.movers) or len(run.active):
+            t = run.next_instant()
+            run.leave(t)
+            run.join(t)
+            if not run.share(t):
+                run.fast_forward(t)
+    return run.flows()
 
-    breaks, break_s, break_moved, break_Bps = log.breakpoints(n)
-    slowed = np.zeros(n, dtype=bool)                  # ran below its cap at some time
-    slowed[np.repeat(np.arange(n), np.diff(breaks))[break_Bps < np.repeat(cap, np.diff(breaks))]] = True
-    waited = np.where(done, np.where(slowed, (end - start) - size / cap, 0.0), np.nan)
-    return Flows(start, size, cap, end, done, moved, size / cap, waited, breaks, break_s, break_moved, break_Bps,
-                 np.array(log.times), np.array(log.loads, dtype=float).reshape(len(log.times), len(capacity)))
+
+class _Run:
+    """The event loop's state: per flow the instant its rate last changed (its anchor), the bytes it had left
+    then, its rate and its finish; the flows in flight, and those still to start in order of start."""
+
+    def __init__(self, start, size, cap, links, capacity, stop):
+        self.start, self.size, self.cap, self.links, self.capacity, self.stop = start, size, cap, links, capacity, stop
+        n = len(start)
+        self.end, self.done, self.moved = start.copy(), np.zeros(n, dtype=bool), np.zeros(n)
+        idle = (size == 0) | (stop <= start)            # never take part in sharing: end at their start
+        self.done[idle] = size[idle] == 0
+        self.anchor_s, self.left, self.rate, self.finish = start.copy(), size.copy(), np.zeros(n), np.full(n, np.inf)
+        movers = np.flatnonzero(~idle)
+        self.movers = movers[np.argsort(start[movers], kind="stable")]
+        self.next_mover, self.active = 0, np.zeros(0, dtype=np.int64)
+        self.pair_flow, self.pair_link = sorted_pairs(cap, links)
+        self.log = _Log(len(capacity))
+
+    def next_instant(self) -> float:
+        active = self.active
+        t = min(self.start[self.movers[self.next_mover]] if self.next_mover < len(self.movers) else np.inf,
+                self.finish[active].min(initial=np.inf), self.stop[active].min(initial=np.inf))
+        if t == np.inf:
+            raise RuntimeError(f"{len(active)} flows stalled at rate 0 with nothing left to change it")
+        return t
+
+    def leave(self, t: float, before: bool = False) -> None:
+        """The flows in flight that finish or are stopped at t (before t, where `before`) leave."""
+        active = self.active
+        ends = self.finish[active] < t if before else self.finish[active] <= t
+        finished = ends & (self.finish[active] <= self.stop[active])
+        cut = ~finished & ((self.stop[active] < t) if before else (self.stop[active] <= t))
+        over = active[finished]
+        self.end[over], self.done[over], self.moved[over] = self.finish[over], True, self.size[over]
+        gone = active[cut]
+        self.end[gone] = self.stop[gone]
+        self.moved[gone] = self.size[gone] - self._left_at(gone, self.stop[gone])
+        self.active = active[~(finished | cut)]
+
+    def join(self, t: float) -> None:
+        """The flows that start at t join."""
+        joined = np.searchsorted(self.start[self.movers], t, side="right")
+        self.active = np.concatenate([self.active, self.movers[self.next_mover:joined]])
+        self.next_mover = joined
+
+    def share(self, t: float) -> bool:
+        """Max-min fair rates from t on; re-anchor only the flows whose rate changed. False where no link is
+        congested (every flow at its cap)."""
+        active, n_links = self.active, len(self.capacity)
+        in_flight = np.zeros(len(self.start), dtype=bool)
+        in_flight[active] = True
+        live = in_flight[self.pair_flow]
+        pair_flow, pair_link = self.pair_flow[live], self.pair_link[live]
+        hot = congested(np.bincount(pair_link, weights=self.cap[pair_flow], minlength=n_links), self.capacity)
+        new = self.cap[active]
+        if hot.any():                                   # only the flows through a congested link share
+            contended = np.zeros(len(self.start), dtype=bool)
+            contended[pair_flow[hot[pair_link]]] = True
+            keep = contended[pair_flow]
+            fair = fair_rates(self.cap, pair_flow[keep], pair_link[keep], self.capacity)
+            new = np.where(contended[active], fair[active], new)
+        changed = active[new != self.rate[active]]
+        self.left[changed] = self._left_at(changed, t)
+        self.anchor_s[changed] = t
+        self.rate[active] = new
+        self.finish[changed] = t + self.left[changed] / self.rate[changed]
+        self.log.changes.append((changed, np.full(len(changed), t), self.size[changed] - self.left[changed],
+                                 self.rate[changed]))
+        self.log.add_loads(np.array([t]), np.bincount(pair_link, weights=self.rate[pair_flow], minlength=n_links)[None])
+        return bool(hot.any())
+
+    def fast_forward(self, t: float) -> None:
+        """No link is congested at t: play, all at once, every event until a link is (uncongested.py)."""
+        active, pending = self.active, self.movers[self.next_mover:]
+        ever = np.concatenate([active, pending])
+        begin = np.concatenate([np.full(len(active), t), self.start[pending]])
+        private_end = self.start[pending] + self.size[pending] / self.cap[pending]
+        end = np.minimum(np.concatenate([self.finish[active], private_end]), self.stop[ever])
+        until = first_congestion(begin, end, self.cap[ever], self.links[ever], self.capacity)
+        joined = pending[self.start[pending] < until]
+        self.anchor_s[joined], self.rate[joined] = self.start[joined], self.cap[joined]
+        self.finish[joined] = private_end[:len(joined)]
+        self.log.changes.append((joined, self.start[joined], np.zeros(len(joined)), self.cap[joined]))
+        self.active = np.concatenate([active, joined])
+        self.next_mover += len(joined)
+        self.leave(until, before=True)
+        took = len(active) + len(joined)
+        self.log.add_loads(*loads_between(t, until, begin[:took], end[:took], self.cap[ever[:took]],
+                                          self.links[ever[:took]], len(self.capacity)))
+
+    def _left_at(self, flows: np.ndarray, t) -> np.ndarray:
+        return np.maximum(self.left[flows] - self.rate[flows] * (t - self.anchor_s[flows]), 0.0)
+
+    def flows(self) -> Flows:
+        n, cap, size, start, end, done = len(self.start), self.cap, self.size, self.start, self.end, self.done
+        breaks, break_s, break_moved, break_Bps = self.log.breakpoints(n)
+        slowed = np.zeros(n, dtype=bool)                  # ran below its cap at some time
+        slowed[np.repeat(np.arange(n), np.diff(breaks))[break_Bps < np.repeat(cap, np.diff(breaks))]] = True
+        waited = np.where(slowed, (end - start) - self.moved / cap, 0.0)
+        times, loads = self.log.loads_table()
+        return Flows(start, size, cap, end, done, self.moved, size / cap, waited, breaks, break_s, break_moved,
+                     break_Bps, times, loads)
 
 
 def _checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s):
@@ -167,23 +240,23 @@ class _Log:
 
     def __init__(self, n_links: int):
         self.n_links = n_links
-        self.times: list[float] = []
+        self.times: list[np.ndarray] = []
         self.loads: list[np.ndarray] = []
         self.changes: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def event(self, t, changed, moved, rates, active, rate, links):
-        """At instant t the flows `changed` had moved `moved` and go on at `rates`; `rate` is every flow's rate."""
-        self.times.append(t)
-        self.changes.append((changed, np.full(len(changed), t), moved, rates))
-        on = links[active]
-        valid = on >= 0
-        weights = np.broadcast_to(rate[active][:, None], on.shape)[valid]
-        self.loads.append(np.bincount(on[valid], weights=weights, minlength=self.n_links))
+    def add_loads(self, times: np.ndarray, loads: np.ndarray) -> None:
+        self.times.append(times)
+        self.loads.append(loads)
+
+    def loads_table(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.times:
+            return np.zeros(0), np.zeros((0, self.n_links))
+        return np.concatenate(self.times), np.concatenate(self.loads)
 
     def breakpoints(self, n):
         """breaks (n + 1,) and the breakpoints' instants, bytes moved and rates, grouped by flow in time order."""
         flow, at, moved, rates = (np.concatenate(column) for column in zip(*self.changes)) if self.changes \
             else (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
-        order = np.argsort(flow, kind="stable")       # events were logged in time order
+        order = np.argsort(flow, kind="stable")       # logged in time order
         breaks = np.concatenate([[0], np.cumsum(np.bincount(flow, minlength=n))])
         return breaks, at[order], moved[order], rates[order]

@@ -25,31 +25,44 @@ import numpy as np
 def max_min_rates(cap: np.ndarray, links: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Rates (k,) of k flows with caps `cap` (k,) > 0 through `links` (k, m) (link indices, padded with -1) of
     `capacity` (L,) > 0 bytes/s (inf: a link that never fills). Inputs are trusted: fluid.solve validates them."""
-    k = len(cap)
-    n_links = len(capacity)
-    rate = np.zeros(k)
-    if k == 0:
-        return rate
+    rate = np.array(cap, dtype=float)          # flows on no link move at their caps
+    pair_flow, pair_link = sorted_pairs(cap, links)
+    on_links = np.unique(pair_flow)
+    rate[on_links] = fair_rates(cap, pair_flow, pair_link, capacity)[on_links]
+    return rate
+
+
+def sorted_pairs(cap: np.ndarray, links: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (flow, link) pairs of `links` (padded with -1), sorted by link, then by the flow's cap, then by flow:
+    the order fair_rates walks. A subset taken with a mask keeps it."""
     rows, cols = np.nonzero(links >= 0)
-    # (flow, link) pairs sorted by link, then by the flow's cap: the order the level equation walks
-    order = np.lexsort((cap[rows], links[rows, cols]))
-    pair_flow, pair_link = rows[order], links[rows, cols][order]
+    on = links[rows, cols]
+    order = np.lexsort((rows, cap[rows], on))
+    return rows[order], on[order]
+
+
+def fair_rates(cap, pair_flow, pair_link, capacity) -> np.ndarray:
+    """Max-min fair rates of the flows named in `pair_flow`, indexed like `cap` (0 for the others), through the
+    links paired with them (pairs as sorted_pairs gives them, each flow's links all listed)."""
+    n, n_links = len(cap), len(capacity)
+    rate = np.zeros(n)
+    free = np.zeros(n, dtype=bool)
+    free[pair_flow] = True
     fixed_load = np.zeros(n_links)
-    free = np.ones(k, dtype=bool)
-    while True:
+    while len(pair_flow):
         level = _fill_levels(cap, pair_flow, pair_link, fixed_load, capacity)
-        padded = np.append(level, np.inf)            # index -1 (padding) reads inf
-        flow_level = padded[links].min(axis=1, initial=np.inf)
+        flow_level = np.full(n, np.inf)
+        np.minimum.at(flow_level, pair_flow, level[pair_link])
         lowest = _local_minima(level, flow_level, pair_flow, pair_link)
-        fixing = free & ((cap <= flow_level) | np.append(lowest, False)[links].any(axis=1))
+        fixing = cap <= flow_level                          # below all its links' levels: it ends at its cap
+        fixing[pair_flow[lowest[pair_link]]] = True         # on a link that fills now
+        fixing &= free
         rate[fixing] = np.minimum(cap[fixing], flow_level[fixing])
         free &= ~fixing
         fixed_pairs = fixing[pair_flow]
         fixed_load += np.bincount(pair_link[fixed_pairs], weights=rate[pair_flow[fixed_pairs]], minlength=n_links)
-        if not free.any():
-            return rate
-        live = free[pair_flow]
-        pair_flow, pair_link = pair_flow[live], pair_link[live]
+        pair_flow, pair_link = pair_flow[~fixed_pairs], pair_link[~fixed_pairs]
+    return rate
 
 
 def _fill_levels(cap, pair_flow, pair_link, fixed_load, capacity) -> np.ndarray:

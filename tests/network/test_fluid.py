@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from testbed.network import max_min_rates, solve
+from testbed.network.uncongested import first_congestion
 
 MB = 1e6
 NO_LINKS = np.zeros((1, 0), dtype=int)
@@ -85,6 +86,13 @@ def random_network(rng, n, n_links, width=3, spread_s=5.0):
     return start, rng.uniform(0.5, 20.0, n) * MB, rng.uniform(0.5, 10.0, n) * MB, links, capacity
 
 
+def random_network_with_stops(seed, n, n_links):
+    """random_network, and a fifth of the flows cut within 4 s of their start."""
+    rng = np.random.default_rng(seed)
+    start, size, cap, links, capacity = random_network(rng, n, n_links)
+    return start, size, cap, links, capacity, np.where(rng.random(n) < 0.2, start + rng.uniform(0, 4, n), np.inf)
+
+
 def naive_max_min(cap, links, capacity):
     """Progressive filling one level at a time, in plain Python: every free flow rises to the next level at
     which a flow reaches its cap or a link fills; those flows are fixed there."""
@@ -133,9 +141,7 @@ def segments_moved(flows, i):
 
 @pytest.mark.parametrize("seed", range(10))
 def test_bytes_are_conserved_and_the_rates_are_max_min_fair_between_events(seed):
-    rng = np.random.default_rng(100 + seed)
-    start, size, cap, links, capacity = random_network(rng, 60, 6)
-    stop = np.where(rng.random(60) < 0.2, start + rng.uniform(0.0, 4.0, 60), np.inf)
+    start, size, cap, links, capacity, stop = random_network_with_stops(100 + seed, 60, 6)
     flows = solve(start, size, cap, links, capacity, stop)
     for i in range(60):
         assert segments_moved(flows, i) == pytest.approx(flows.moved[i], rel=1e-6)
@@ -144,6 +150,7 @@ def test_bytes_are_conserved_and_the_rates_are_max_min_fair_between_events(seed)
     assert (flows.end_s <= np.maximum(stop, start)).all()
     np.testing.assert_array_equal(flows.end_s[~flows.done], np.maximum(stop, start)[~flows.done])   # cut there
     assert (flows.moved[~flows.done] < size[~flows.done]).all()
+    assert (flows.waited_s >= -1e-9).all()
     # between events, the flows in flight move at the naive max-min rates of that set
     for t0, t1 in zip(flows.event_s[:-1], flows.event_s[1:]):
         mid = (t0 + t1) / 2
@@ -191,7 +198,7 @@ def test_a_stopped_flow_frees_its_share_from_its_stop_instant():
     assert flows.moved_by(1, 1.0) == pytest.approx(5 * MB) and flows.moved_by(1, 0.5) == pytest.approx(2.5 * MB)
     assert flows.moved_by(1, 7.0) == pytest.approx(5 * MB)            # nothing after the cut
     assert flows.moved_by(0, 1.5) == pytest.approx(9 * MB)            # 5 + 8 x 0.5
-    assert np.isnan(flows.waited_s[1])
+    assert flows.waited_s[1] == pytest.approx(1.0 - 5 / 8)            # ran 1 s for 5 MB it would move in 5/8 s
     # a flow finishing exactly at its stop instant is done; one stopped at or before its start moves nothing
     flows = solve([0.0, 2.0], [8 * MB, 8 * MB], [8 * MB, 8 * MB], NO_LINKS.repeat(2, 0), [], stop_s=[1.0, 1.5])
     np.testing.assert_array_equal(flows.done, [True, False])
@@ -212,15 +219,13 @@ def test_zero_byte_flows_end_at_their_start_and_change_nobody_elses_end():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_solving_again_from_an_instant_with_the_remaining_bytes_gives_the_same_ends(seed):
-    rng = np.random.default_rng(200 + seed)
-    start, size, cap, links, capacity = random_network(rng, 40, 5)
-    stop = np.where(rng.random(40) < 0.2, start + rng.uniform(0.0, 4.0, 40), np.inf)
+    start, size, cap, links, capacity, stop = random_network_with_stops(200 + seed, 40, 5)
     whole = solve(start, size, cap, links, capacity, stop)
     middle = len(whole.event_s) // 2
     for t in (whole.event_s[middle], (whole.event_s[middle] + whole.event_s[middle + 1]) / 2):
-        rest = whole.end_s > t                       # in flight at t, or not started yet
-        left = whole.remaining_at(t)[rest]
-        again = solve(np.maximum(start[rest], t), left, cap[rest], links[rest], capacity, stop[rest])
+        rest, start_again, left = whole.still_to_move(t)
+        assert (start_again[start[rest] < t] == t).all() and (left <= size[rest]).all()
+        again = solve(start_again, left, cap[rest], links[rest], capacity, stop[rest])
         np.testing.assert_allclose(again.end_s, whole.end_s[rest], rtol=0, atol=1e-9)
         np.testing.assert_array_equal(again.done, whole.done[rest])
         np.testing.assert_allclose(again.moved + size[rest] - left, whole.moved[rest], rtol=1e-9)
@@ -242,3 +247,15 @@ def test_bad_inputs_are_refused_in_one_line(change, message):
     with pytest.raises(ValueError, match=message) as err:
         solve(**args)
     assert "\n" not in str(err.value)
+
+
+def test_congestion_starts_when_the_caps_on_a_link_first_exceed_its_capacity():
+    # link 0 of 10: [0, 4) at 6 and [2, 5) at 5 make 11 from 2. A flow ending at 2 as another starts there at 5
+    # leaves 5 (the changes at one instant are taken together): never congested.
+    args = dict(cap=np.array([6.0, 5.0]), links=np.array([[0], [0]]), capacity=np.array([10.0]))
+    assert first_congestion(np.array([0.0, 2.0]), np.array([4.0, 5.0]), **args) == 2.0
+    assert first_congestion(np.array([0.0, 2.0]), np.array([2.0, 5.0]), **args) == np.inf
+    # the second flow on link 1 (inf) as well: the same; with no links at all: never
+    two = dict(args, links=np.array([[0, -1], [1, 0]]), capacity=np.array([10.0, np.inf]))
+    assert first_congestion(np.array([0.0, 2.0]), np.array([4.0, 5.0]), **two) == 2.0
+    assert first_congestion(np.array([0.0]), np.array([4.0]), np.array([6.0]), np.zeros((1, 0), int), []) == np.inf

@@ -1,0 +1,54 @@
+"""How long flows can all move at their own caps: the first instant a shared link's demand exceeds its capacity.
+
+While the caps of the flows on every link sum to no more than its capacity, no link binds: each flow moves at its
+cap, independently of the others, and ends at its start plus its bytes over its cap (or at its stop). Given
+flows as intervals [begin, end) at their caps, the links' demand is a step function of time; the solver plays all
+events before the first instant where some link's demand (after every change at that instant) exceeds its
+capacity at once, vectorised, instead of one event at a time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# demand within this relative margin of a capacity counts as congestion: the exact solver then decides (at caps)
+MARGIN = 1e-12
+
+
+def congested(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Which links the summed caps `demand` could fill."""
+    return demand > capacity * (1 - MARGIN)
+
+
+def first_congestion(begin, end, cap, links, capacity) -> float:
+    """The first instant at which the flows, each at its cap over [begin_i, end_i), congest a link (inf: never)."""
+    rows, cols = np.nonzero(links >= 0)
+    if not len(rows):
+        return np.inf
+    on = links[rows, cols]
+    time = np.concatenate([begin[rows], end[rows]])
+    link = np.concatenate([on, on])
+    delta = np.concatenate([cap[rows], -cap[rows]])
+    order = np.lexsort((time, link))
+    time, link, delta = time[order], link[order], delta[order]
+    total = np.cumsum(delta)
+    count = np.bincount(link, minlength=len(capacity))
+    before = np.concatenate([[0.0], total])[(np.cumsum(count) - count)[link]]   # summed before the link's first
+    demand = total - before
+    last = np.append((link[1:] != link[:-1]) | (time[1:] != time[:-1]), True)  # after all changes at an instant
+    return float(time[last & congested(demand, capacity[link])].min(initial=np.inf))
+
+
+def loads_between(after, until, begin, end, cap, links, n_links) -> tuple[np.ndarray, np.ndarray]:
+    """The instants in (after, until) where a flow begins or ends, and every link's summed rate from each on,
+    (E,) and (E, n_links), for flows at their caps over [begin_i, end_i)."""
+    instants = np.unique(np.concatenate([begin, end]))
+    instants = instants[(instants > after) & (instants < until)]
+    rows, cols = np.nonzero(links >= 0)
+    on = links[rows, cols]
+    # a flow loads a link from the first instant at or after its begin to the first at or after its end
+    first = np.searchsorted(instants, begin[rows])
+    last = np.searchsorted(instants, end[rows])
+    e, width = len(instants), n_links
+    change = np.bincount(first * width + on, weights=cap[rows], minlength=(e + 1) * width) \
+        - np.bincount(last * width + on, weights=cap[rows], minlength=(e + 1) * width)
+    return instants, np.cumsum(change.reshape(e + 1, width), axis=0)[:e]
