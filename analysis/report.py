@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis.metrics import LAST_ROUNDS, cost_to_accuracy, has_local_accuracy, mean_of_last, numeric, summarize
 from analysis.battery_plots import plot_battery
+from analysis.link_plots import plot_links
 from analysis.plots import (accuracy_metric, plot_accuracy, plot_accuracy_mean, plot_breakdown, plot_gantt,
                             plot_staleness, plot_utilisation, plotted_axes)
 from analysis.runs import Run, load_run, run_labels
@@ -210,6 +211,8 @@ def write_report(run_dirs: list, out_dir, targets: list[float] | None = None,
             written.append(plot_breakdown(run, out_dir / f"breakdown_{name}.png"))
         if run.battery is not None:
             written.append(plot_battery(run, out_dir / f"battery_{name}.png"))
+        if run.links is not None:
+            written.append(plot_links(run, out_dir / f"links_{name}.png"))
     table.to_csv(out_dir / f"tta{suffix}.csv", index=False)
     written.append(out_dir / f"tta{suffix}.csv")
     text = "\n".join(filter(None, [METRIC_NOTES.get(metric), resource_note(table), format_table(table)]))

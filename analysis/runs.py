@@ -18,6 +18,7 @@ EVENTS_FILE = "events.csv"
 SUMMARY_FILE = "summary.json"
 DEVICES_FILE = "devices.csv"
 BATTERY_FILE = "battery.csv"  # only where some device group has a battery (resource modelling)
+LINKS_FILE = "links.csv"  # only where the scenario has shared links (network:)
 
 
 @dataclass
@@ -33,6 +34,8 @@ class Run:
     # battery.csv: per round and battery group, its devices' levels (fractions of capacity) at the round's end;
     # None where no group has a battery
     battery: pd.DataFrame | None = None
+    # links.csv: per round, each shared link's summed rate over intervals; None without a network section
+    links: pd.DataFrame | None = None
 
     @property
     def label(self) -> str:
@@ -111,7 +114,7 @@ def load_run(path) -> Run:
     summary = (_read(summary_path, lambda p: json.loads(p.read_text()), dict) if summary_path.is_file()
                else summarize(rounds, [target_accuracy_of(scenario)]))
     algorithm = scenario.get("algorithm")
-    battery_path = path / BATTERY_FILE
+    battery_path, links_path = path / BATTERY_FILE, path / LINKS_FILE
     return Run(
         path=path,
         name=str(scenario.get("name", path.parent.name)),
@@ -122,6 +125,7 @@ def load_run(path) -> Run:
         events=events,
         summary=summary,
         battery=table_of(battery_path, ()) if battery_path.is_file() else None,
+        links=table_of(links_path, ()) if links_path.is_file() else None,
     )
 
 

@@ -38,6 +38,11 @@ ASYNC_COLUMNS = {"rounds.csv": ["stale", "unfinished", "staleness_mean", "stalen
 ENERGY_COLUMNS = {"rounds.csv": ["energy_J", "wasted_energy_J"], "events.csv": ["energy_J"]}
 MEMORY_COLUMNS = {"rounds.csv": ["excluded_memory"]}
 BATTERY_COLUMNS = {"rounds.csv": ["excluded_battery", "depleted"]}
+# Shared links (network:) add, per round, the seconds its transfers waited on them in all, the most one task waited
+# and the bytes of the transfers that waited; per phase, its wait; and links.csv, each link's summed rate over time.
+NETWORK_COLUMNS = {"rounds.csv": ["network_wait_s", "network_wait_max_s", "contended_bytes"],
+                   "events.csv": ["waited_s"]}
+LINKS_TABLE = ["round", "link", "direction", "capacity_Bps", "t_start_s", "t_end_s", "Bps"]
 BATTERY_TABLE = ["round", "t_s", "group", "profile", "level_mean", "level_min", "level_max", "below_min"]
 
 
@@ -45,10 +50,12 @@ def tables(scenario) -> dict[str, list[str]]:
     """The run's tables and their columns, in the order of a round's rows."""
     extras = [extra for extra, on in ((ASYNC_COLUMNS, scenario.protocol.kind == "async"),
                                       (ENERGY_COLUMNS, scenario.energy_on), (MEMORY_COLUMNS, scenario.memory_on),
-                                      (BATTERY_COLUMNS, scenario.batteries_on)) if on]
+                                      (BATTERY_COLUMNS, scenario.batteries_on),
+                                      (NETWORK_COLUMNS, scenario.network is not None)) if on]
     out = {name: columns + [c for extra in extras for c in extra.get(name, [])] for name, columns in
            (("rounds.csv", ROUND_COLUMNS), ("events.csv", EVENT_COLUMNS))}
-    return out | ({"battery.csv": BATTERY_TABLE} if scenario.batteries_on else {})
+    return (out | ({"battery.csv": BATTERY_TABLE} if scenario.batteries_on else {})
+            | ({"links.csv": LINKS_TABLE} if scenario.network is not None else {}))
 
 
 def run_folder(out_root: str | Path, scenario) -> Path:
@@ -136,7 +143,8 @@ class RunWriter:
                                f"{record['round']}); its tables are lost, so run it again")
         for name, rows in record.pop("tables", {}).items():  # a strategy's tables, e.g. FedAP's pruning.csv
             pd.DataFrame(rows).to_csv(self.path / name, index=False)
-        rows = {"rounds.csv": [record], "events.csv": events, "battery.csv": record.pop("battery", [])}
+        rows = {"rounds.csv": [record], "events.csv": events, "battery.csv": record.pop("battery", []),
+                "links.csv": record.pop("links", [])}
         for name, (handle, columns) in self._tables.items():
             self._write(handle, rows[name], columns)
 

@@ -1,16 +1,22 @@
-"""Tasks dispatched together, their transfers through the shared links solved jointly (testbed/network/fluid.py).
+"""Tasks' transfers through the shared links, solved jointly (testbed/network/fluid.py).
 
 A task's phases run as in testbed/clock.py: download, compute, upload, each transfer waiting its device's
 latency before its bytes flow. Through shared links a flow's bytes move at its max-min fair rate (capped by the
-device's own rate), so its duration is found by solving every flow of the batch together:
-- downloads start flowing at t0 + latency; each is cut where its device goes offline first (offline_at);
+device's own rate), so the transfers of every task that may overlap are solved together:
+- downloads flow from dispatch + latency; each is cut where its device goes offline first (offline_at);
 - a completed download starts the compute, whose seconds are the device's own; the upload flows from the
   compute's end + latency, through the uplinks, cut as the download is;
 - downlinks and uplinks are separate links (a cell's two directions, the server's egress and ingress), so the
   downloads are solved first and the uploads from the instants those give.
 A transfer cut at offline_at gets an infinite duration, which the task's plan (clock.plan_task) turns into a drop
-at that very instant. Its partial bytes, and those of a transfer a round's close cuts, follow the flow's solved
-profile (SharedTimeline.spent), so bytes are conserved.
+at that very instant; its partial bytes, and those of a transfer a round's close cuts, follow the flow's solved
+profile (SharedTimeline.spent), so bytes are conserved. A transfer the links never slowed keeps its private
+seconds bit for bit, so links that never bind change no instant.
+
+A synchronous round solves its tasks alone. An asynchronous server adds tasks while others are in flight: each
+dispatch at t solves again from t, the tasks in flight `carried` with the bytes they still have (the fluid model
+is memoryless between events, so this gives the instants one solve of the whole would, to rounding), and their
+timelines are replaced from t on.
 """
 from __future__ import annotations
 
@@ -19,10 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from testbed.clock import Timeline
+from testbed.clock import Phase, Timeline
+from testbed.network import fluid
 from testbed.network.topology import Topology
 
-Profile = tuple[tuple[float, ...], tuple[float, ...]]   # a flow's (instants, bytes moved by each)
+Profile = tuple[tuple[float, ...], tuple[float, ...]]   # a flow's (instants, bytes moved by each): linear between
+NO_FLOW: Profile = ((), ())
 
 
 @dataclass(frozen=True)
@@ -30,65 +38,198 @@ class SharedTimeline(Timeline):
     """A Timeline whose transfers went through shared links: what each moved by any instant is its flow's."""
 
     starts: tuple[float, float, float] = (0.0, 0.0, 0.0)   # download, compute, upload phase starts
-    down_profile: Profile = ((), ())
-    up_profile: Profile = ((), ())
-    private_s: tuple[float, float] = (0.0, 0.0)           # the two transfers' seconds on the device's links alone
+    down_profile: Profile = NO_FLOW
+    up_profile: Profile = NO_FLOW
 
     def spent(self, phase: str, elapsed_s: float, full: bool) -> tuple[int, int]:
         if full or phase == "compute":
             return super().spent(phase, elapsed_s, full)
-        total, (times, moved), start = ((self.bytes_down, self.down_profile, self.starts[0]) if phase == "download"
-                                        else (self.bytes_up, self.up_profile, self.starts[2]))
-        if not times:
-            return 0, 0
-        return min(total, int(np.interp(start + elapsed_s, times, moved, left=0.0))), 0
-
-    @property
-    def waited_s(self) -> float:
-        """Seconds the shared links added to its transfers (inf where a transfer was cut)."""
-        return self.seconds[0] + self.seconds[2] - self.private_s[0] - self.private_s[1]
+        total, profile, start = ((self.bytes_down, self.down_profile, self.starts[0]) if phase == "download"
+                                 else (self.bytes_up, self.up_profile, self.starts[2]))
+        return min(total, int(moved_by(profile, start + elapsed_s))), 0
 
 
-def contend(topology: Topology, t0: float, devices: np.ndarray, timelines: list[Timeline],
-            offline_at: np.ndarray, server: bool = True) -> list[SharedTimeline]:
-    """These devices' tasks dispatched at t0 (their private timelines, in the same order), through their cells'
-    links and, with `server`, the server's (without: to and from their cell's edge server)."""
-    devices = np.asarray(devices, dtype=np.int64)
-    latency = np.array([tl.latency_s for tl in timelines])
-    down_bytes = np.array([float(tl.bytes_down) for tl in timelines])
-    up_bytes = np.array([float(tl.bytes_up) for tl in timelines])
-    compute = np.array([tl.seconds[1] for tl in timelines])
-    down = _solve(topology, "down", devices, t0 + latency, down_bytes,
-                  np.array([tl.down_Bps for tl in timelines]), offline_at, server)
-    down_s = _seconds(down, t0, [tl.seconds[0] for tl in timelines])
-    t_compute = t0 + down_s                 # the additions plan_task makes, so the phases start at these instants
-    t_upload = t_compute + compute
-    uploading = np.isfinite(t_upload) & (t_upload + latency < offline_at)
-    up_s = np.full(len(devices), math.inf)
-    up_profiles: list[Profile] = [((), ())] * len(devices)
-    if uploading.any():
-        which = np.flatnonzero(uploading)
-        up = _solve(topology, "up", devices[which], (t_upload + latency)[which], up_bytes[which],
-                    np.array([timelines[i].up_Bps for i in which]), offline_at[which], server)
-        up_s[which] = _seconds(up, t_upload[which], [timelines[i].seconds[2] for i in which.tolist()])
-        for j, i in enumerate(which.tolist()):
-            up_profiles[i] = up.profile(j)
-    return [SharedTimeline(tl.bytes_down, tl.flops, tl.bytes_up, tl.latency_s, tl.down_Bps, tl.up_Bps,
-                           (float(down_s[i]), tl.seconds[1], float(up_s[i])),
-                           (t0, float(t_compute[i]), float(t_upload[i])), down.profile(i), up_profiles[i],
-                           (tl.seconds[0], tl.seconds[2]))
-            for i, tl in enumerate(timelines)]
+def moved_by(profile: Profile, t: float) -> float:
+    times, moved = profile
+    return float(np.interp(t, times, moved, left=0.0)) if times else 0.0
 
 
-def _seconds(flows, t_phase: np.ndarray | float, private_s: list[float]) -> np.ndarray:
-    """Each transfer phase's seconds from t_phase: its private seconds, bit for bit, where the links never slowed
-    it (so that links that never bind change no instant); inf where it was cut."""
-    contended = np.where(flows.done, flows.end_s - t_phase, math.inf)
-    return np.where(flows.done & (flows.waited_s == 0), np.array(private_s), contended)
+@dataclass(frozen=True)
+class Carried:
+    """A task in flight when others are dispatched: its device, its timeline so far and when it goes offline."""
+
+    device: int
+    timeline: SharedTimeline
+    offline_at: float
 
 
-def _solve(topology: Topology, direction: str, devices: np.ndarray, start_s: np.ndarray, nbytes: np.ndarray,
-           cap_Bps: np.ndarray, stop_s: np.ndarray, server: bool):
-    from testbed.network import fluid   # TODO(merge of the fluid solver): a top-level import
-    return fluid.solve(start_s, nbytes, cap_Bps, topology.links(devices, direction, server),
-                       topology.capacity[direction], stop_s=stop_s)
+@dataclass
+class Usage:
+    """Each link's summed rate between the solve's events: (direction, link, t_start, t_end, Bps) rows."""
+
+    rows: list[tuple[str, int, float, float, float]]
+
+
+def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
+            server: bool = True, carried: tuple[Carried, ...] = ()) -> tuple[list[SharedTimeline], Usage]:
+    """These devices' tasks dispatched at t (their private timelines, in the same order), through their cells'
+    links and, with `server`, the server's (without: to and from their cell's edge server); with the `carried`
+    tasks in flight at t solved again from t. Returns the timelines of the carried tasks, then of the new ones,
+    and the links' usage from t."""
+    tasks = [_State.of_carried(c, t) for c in carried]
+    tasks += [_State.of_new(int(d), tl, t, float(until)) for d, tl, until in zip(np.asarray(devices).tolist(),
+                                                                                   timelines, offline_at)]
+    usage = Usage([])
+    _transfers(topology, "down", tasks, server, usage)
+    for task in tasks:
+        task.compute_done()
+    _transfers(topology, "up", tasks, server, usage)
+    return [task.timeline() for task in tasks], usage
+
+
+class _State:
+    """One task as the solve from t sees it: what each transfer still has to move, and from when."""
+
+    def __init__(self, device: int, tl: Timeline, t0: float, offline_at: float):
+        self.device, self.tl, self.t0, self.offline_at = device, tl, t0, offline_at
+        # the transfers' seconds on the device's own links: the very expressions of its private timeline
+        self.private = (tl.latency_s + tl.bytes_down / tl.down_Bps, tl.latency_s + tl.bytes_up / tl.up_Bps)
+        self.seconds = [math.nan, tl.seconds[1], math.nan]
+        self.t_compute = self.t_upload = math.nan
+        self.flow: dict[str, tuple[float, float] | None] = {"down": None, "up": None}   # (flow start, bytes left)
+        self.profile: dict[str, Profile] = {"down": NO_FLOW, "up": NO_FLOW}             # before t
+
+    @classmethod
+    def of_new(cls, device: int, tl: Timeline, t: float, offline_at: float) -> "_State":
+        task = cls(device, tl, t, offline_at)
+        task.flow["down"] = (t + tl.latency_s, float(tl.bytes_down))
+        return task
+
+    @classmethod
+    def of_carried(cls, c: Carried, t: float) -> "_State":
+        tl = c.timeline
+        task = cls(c.device, tl, tl.starts[0], c.offline_at)
+        if not tl.starts[1] <= t:   # still downloading, or waiting its latency: the rest from t, then the upload
+            task._carry("down", tl.down_profile, tl.starts[0] + tl.latency_s, tl.bytes_down, t)
+            return task
+        task.seconds[0], task.t_compute, task.t_upload = tl.seconds[0], tl.starts[1], tl.starts[2]
+        if tl.starts[2] + tl.latency_s < c.offline_at:   # its upload flows, or will: solved again from t
+            task._carry("up", tl.up_profile, tl.starts[2] + tl.latency_s, tl.bytes_up, t)
+        else:
+            task.seconds[2] = tl.seconds[2]
+        return task
+
+    def _carry(self, direction: str, profile: Profile, flow_start: float, nbytes: int, t: float) -> None:
+        if flow_start >= t:   # not flowing yet: as planned
+            self.flow[direction] = (flow_start, float(nbytes))
+            return
+        moved = moved_by(profile, t)
+        times, amounts = profile
+        kept = [i for i, when in enumerate(times) if when < t]
+        self.profile[direction] = (tuple(times[i] for i in kept) + (t,), tuple(amounts[i] for i in kept) + (moved,))
+        self.flow[direction] = (t, float(nbytes) - moved)
+
+    def compute_done(self) -> None:
+        """After the downloads are solved: when a task whose download was solved now computes and uploads."""
+        if not math.isnan(self.t_compute):
+            return
+        self.t_compute = self.t0 + self.seconds[0]   # the additions plan_task makes: the same instants
+        self.t_upload = self.t_compute + self.seconds[1]
+        flows_at = self.t_upload + self.tl.latency_s
+        if math.isfinite(self.t_upload) and flows_at < self.offline_at:
+            self.flow["up"] = (flows_at, float(self.tl.bytes_up))
+        else:
+            self.seconds[2] = math.inf   # offline before its upload flows: plan_task drops it there
+
+    def solved(self, direction: str, flow: "_Solved") -> None:
+        """This task's transfer of `direction` as solved: its seconds and its profile from t."""
+        before_t, before_b = self.profile[direction]
+        offset = before_b[-1] if before_b else 0.0
+        times = before_t[:-1] + flow.times + (flow.end_s,)
+        amounts = before_b[:-1] + tuple(m + offset for m in flow.moved_at) + (offset + flow.moved,)
+        self.profile[direction] = (times, amounts)
+        phase_start = self.t0 if direction == "down" else self.t_upload
+        if not flow.done:
+            seconds = math.inf
+        elif not before_t and flow.waited_s == 0:
+            seconds = self.private[0 if direction == "down" else 1]   # never slowed: bit for bit the private link's
+        else:
+            seconds = flow.end_s - phase_start
+        self.seconds[0 if direction == "down" else 2] = seconds
+
+    def timeline(self) -> SharedTimeline:
+        tl = self.tl
+        return SharedTimeline(tl.bytes_down, tl.flops, tl.bytes_up, tl.latency_s, tl.down_Bps, tl.up_Bps,
+                              tuple(self.seconds), (self.t0, self.t_compute, self.t_upload),
+                              self.profile["down"], self.profile["up"])
+
+
+def _transfers(topology: Topology, direction: str, tasks: list[_State], server: bool, usage: Usage) -> None:
+    """Solve the tasks' flows of one direction together; each task takes its flow's result."""
+    flowing = [task for task in tasks if task.flow[direction] is not None]
+    if not flowing:
+        return
+    devices = np.array([task.device for task in flowing], dtype=np.int64)
+    start = np.array([task.flow[direction][0] for task in flowing])
+    left = np.array([task.flow[direction][1] for task in flowing])
+    cap = np.array([task.tl.down_Bps if direction == "down" else task.tl.up_Bps for task in flowing])
+    stop = np.array([task.offline_at for task in flowing])
+    flows = fluid.solve(start, left, cap, topology.links(devices, direction, server), topology.capacity[direction],
+                        stop_s=stop)
+    for task, flow in zip(flowing, _Solved.each(flows)):
+        task.flow[direction] = None
+        task.solved(direction, flow)
+    for k in range(len(flows.event_s)):
+        end = flows.event_s[k + 1] if k + 1 < len(flows.event_s) else math.inf
+        for link in np.flatnonzero(flows.load_Bps[k] > 0).tolist():
+            usage.rows.append((direction, link, float(flows.event_s[k]), float(end), float(flows.load_Bps[k, link])))
+
+
+@dataclass(frozen=True)
+class _Solved:
+    """One flow of a solve, as Python numbers: its breakpoints (instants, bytes moved by each) and its end."""
+
+    times: tuple[float, ...]
+    moved_at: tuple[float, ...]
+    end_s: float
+    moved: float
+    done: bool
+    waited_s: float
+
+    @staticmethod
+    def each(flows) -> list["_Solved"]:
+        breaks, times, moved = flows.breaks.tolist(), flows.break_s.tolist(), flows.break_moved.tolist()
+        return [_Solved(tuple(times[lo:hi]), tuple(moved[lo:hi]), end, total, done, waited)
+                for lo, hi, end, total, done, waited in zip(breaks[:-1], breaks[1:], flows.end_s.tolist(),
+                                                            flows.moved.tolist(), flows.done.tolist(),
+                                                            flows.waited_s.tolist())]
+
+
+def phase_wait(phase: Phase, timeline: Timeline | None) -> float:
+    """Seconds the shared links added to a transfer phase: its length less what its device's own link would
+    have taken to move the same bytes (latency included); 0 for a compute phase or a private timeline."""
+    if phase.phase not in ("download", "upload") or not isinstance(timeline, SharedTimeline):
+        return 0.0
+    elapsed = phase.delay_s if phase.completed else phase.end_s - phase.start_s
+    moved, _ = timeline.spent(phase.phase, elapsed, phase.completed)
+    alone = timeline.latency_s + moved / (timeline.down_Bps if phase.phase == "download" else timeline.up_Bps)
+    return max(0.0, elapsed - alone) if moved else 0.0
+
+
+class Waits:
+    """A round's (an aggregation's) contention columns, phase by phase: the seconds its transfers waited on shared
+    links in all, the most one task waited, and the bytes of the transfers that waited."""
+
+    def __init__(self):
+        self.total_s, self.per_task, self.bytes = 0.0, {}, 0
+
+    def add(self, phase: Phase, timeline: Timeline, nbytes: int) -> None:
+        waited = phase_wait(phase, timeline)
+        if waited > 0:
+            self.total_s += waited
+            self.per_task[id(timeline)] = self.per_task.get(id(timeline), 0.0) + waited
+            self.bytes += nbytes
+
+    def columns(self) -> dict:
+        return {"network_wait_s": self.total_s, "network_wait_max_s": max(self.per_task.values(), default=0.0),
+                "contended_bytes": self.bytes}

@@ -43,7 +43,7 @@ import torch
 
 from testbed.algorithms.base import Failure, Task
 from testbed.clock import TaskPlan, Timeline
-from testbed.protocols.kit import Kit
+from testbed.protocols.kit import Kit, Planned
 from testbed.selection import Outcome
 
 
@@ -85,6 +85,7 @@ class AsyncServer:
         self.started = kept.get("started", 0)         # tasks started so far
         self.next_tick = kept.get("next_tick", 1)     # the next period aggregation is at next_tick * period_s
         self.wake_at: float | None = kept.get("wake_at")
+        kit.links.pending = kept.get("links", [])       # shared links' rows not yet written (network/linklog.py)
         self.buffer: list[tuple[InFlight, int]] = kept.get("buffer", [])  # (task, staleness) to aggregate
         self.saved = self.version                     # the version of the last checkpoint
         self.ended: list[tuple[InFlight, str]] = []   # tasks that ended at this instant: arrived | dropped
@@ -122,7 +123,8 @@ class AsyncServer:
         wait_until(self.env, tasks[0].plan.end_s).callbacks.append(lambda _: self._ended(tasks))
 
     def _ended(self, tasks: list[InFlight]) -> None:
-        self.ended += [(task, task.plan.outcome) for task in tasks]
+        # a task planned again since (shared links) has a new InFlight, and its own callback
+        self.ended += [(task, task.plan.outcome) for task in tasks if self.in_flight.get(task.task.device) is task]
         self._poke()
 
     def _ticks(self):
@@ -209,7 +211,7 @@ class AsyncServer:
         row |= {"stale": outcomes.count("stale"), "unfinished": outcomes.count("unfinished"),
                 "staleness_mean": float(np.mean(staleness)) if staleness else math.nan,
                 "staleness_max": max(staleness) if staleness else math.nan, **scores}
-        events = [kit.event_row(r, p, outcome, t.task) | {"task": t.number, "version": t.version,
+        events = [kit.event_row(r, p, outcome, t.task, t.timeline) | {"task": t.number, "version": t.version,
                                                           "staleness": math.nan if tau is None else tau}
                   for t, outcome, phases, tau in rows for p in phases]
         kit.write(row, events)
@@ -245,9 +247,15 @@ class AsyncServer:
             kit, now = self.kit, self.env.now
             self.dispatches += 1
             tasks = kit.configure(self.state, self.dispatches, picked, len(picked), picked)
-            planned = kit.plan_round({task.device: task for task in tasks}, self.version + 1, now)
+            carried = ({d: Planned(f.task, f.timeline, f.plan, f.battery_cut) for d, f in self.in_flight.items()}
+                       if kit.topology is not None else None)  # shared links: the tasks in flight share with these
+            planned = kit.plan_round({task.device: task for task in tasks}, self.version + 1, now, carried)
             models = self.received.setdefault(self.version, {})
             ending: dict[float, list[InFlight]] = {}  # by the instant they end
+            for d in carried or ():   # planned again: a new end, and the old one's callback finds it replaced
+                flight = self.in_flight[d] = replace(self.in_flight[d], timeline=planned[d].timeline,
+                                                     plan=planned[d].plan)
+                ending.setdefault(flight.plan.end_s, []).append(flight)
             for task in tasks:
                 p = planned[task.device]
                 if task.down not in models:
@@ -296,7 +304,7 @@ class AsyncServer:
         self.saved = self.version
         kept = {"in_flight": self.in_flight, "received": self.received, "window": self.window,
                 "buffer": self.buffer, "dispatches": self.dispatches, "started": self.started,
-                "next_tick": self.next_tick, "wake_at": self.wake_at}
+                "next_tick": self.next_tick, "wake_at": self.wake_at, "links": self.kit.links.pending}
         self.kit.checkpoint(self.version, self.env.now, self.state, finished, kept)
 
 

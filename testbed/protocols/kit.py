@@ -36,7 +36,8 @@ from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
 from testbed.execution import TrainJob, evaluate
 from testbed.flops import compute_seconds, forward_flops_per_sample, training_flops
-from testbed.network.contention import contend
+from testbed.network.contention import Carried, Waits, contend, phase_wait
+from testbed.network.linklog import LinkLog
 from testbed.network.topology import Topology
 from testbed.protocols.registry import declared
 from testbed.payload import transmit
@@ -107,6 +108,7 @@ class Kit:
         self.selector.bind(self.registry, self.scenario.stop.max_rounds, self.scenario.updates_per_aggregation)
         network = self.scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
+        self.links = LinkLog(self.topology)   # links.csv's rows, as the solves give them
 
     # ---- the run ------------------------------------------------------------------------------------------
     def begin(self) -> Start:
@@ -223,19 +225,49 @@ class Kit:
         self.history.dispatched(np.fromiter((t.device for t in tasks), np.int64, len(tasks)), r)
         return tasks
 
-    def plan_round(self, tasks: dict[int, Task], r: int, t0: float) -> dict[int, Planned]:
+    def plan_round(self, tasks: dict[int, Task], r: int, t0: float,
+                   carried: dict[int, Planned] | None = None) -> dict[int, Planned]:
         """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r (an asynchronous
-        dispatch: of the aggregation its tasks feed)."""
+        dispatch: of the aggregation its tasks feed). Through shared links, the tasks `carried` in flight at t0
+        are planned again with them, and are in the answer too."""
         capacity = self._capacity(r)
         timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
+        if self.topology is not None:
+            return self._plan_shared(tasks, timelines, t0, carried or {})
         ids = np.fromiter(tasks, np.int64, len(tasks))
-        if self.topology is not None:  # through shared links: the tasks' transfers solved together
-            online_until = self.fleet.availability.online_until_each(ids, t0)
-            timelines = dict(zip(tasks, contend(self.topology, t0, ids, list(timelines.values()), online_until)))
-            return {d: self._planned(tasks[d], timelines[d], t0, u) for d, u in zip(tasks, online_until.tolist())}
         ends = np.array([t0 + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
         online_until = self.fleet.availability.online_until_each(ids, t0, ends)
         return {d: self._planned(tasks[d], timelines[d], t0, until) for d, until in zip(tasks, online_until.tolist())}
+
+    def _plan_shared(self, tasks: dict[int, Task], timelines: dict[int, Timeline], t0: float,
+                     carried: dict[int, Planned]) -> dict[int, Planned]:
+        """plan_round through shared links: every transfer from t0 on solved together (network/contention.py).
+        Each device's offline instant is asked for up to the instant its task needs it (as the private plan
+        does, not re-sampling the fleet past the horizon for devices online beyond it), again where the shared
+        links made a task last longer than that. A carried task's device is online from its dispatch to t0, so its
+        on-interval's end is its offline instant."""
+        ids = np.fromiter([*carried, *tasks], np.int64, len(carried) + len(tasks))
+        need = np.array([p.plan.end_s for p in carried.values()] + [t0 + sum(tl.seconds) for tl in timelines.values()])
+        until = None
+        while True:
+            answer = self.fleet.availability.online_until_each(ids, t0, need)
+            if until is not None and np.array_equal(answer, until):
+                break
+            until = answer
+            kept = tuple(Carried(d, p.timeline, u) for (d, p), u in zip(carried.items(), until.tolist()))
+            shared, usage = contend(self.topology, t0, ids[len(carried):], list(timelines.values()),
+                                    until[len(carried):], carried=kept)
+            ends = np.array([tl.starts[0] + sum(tl.seconds) for tl in shared])
+            ends = np.where(np.isfinite(ends), ends, until)   # a cut task needed its device up to the cut
+            if (ends <= need).all():
+                break
+            need = np.maximum(need, ends)
+        self.links.solved(usage, t0)
+        again = {c.device: Planned(carried[c.device].task, tl, plan_task(c.device, tl.starts[0], tl.seconds,
+                                                                         c.offline_at), False)
+                 for c, tl in zip(kept, shared)}
+        return again | {d: self._planned(tasks[d], tl, t0, u)
+                        for d, tl, u in zip(tasks, shared[len(kept):], until[len(carried):].tolist())}
 
     def _capacity(self, r: int) -> np.ndarray:
         """Every device's FLOP/s at the capability tier of round (aggregation) r; kept for the next call, since
@@ -336,6 +368,9 @@ class Kit:
                "train_loss": metrics.get("train_loss", math.nan), "accuracy": math.nan, "loss": math.nan,
                "local_accuracy": math.nan, "local_accuracy_p10": math.nan}
         row |= excluded
+        if self.topology is not None:
+            # a round's transfers end with it; an aggregation's go on, and their rest goes into the next one
+            row["links"] = self.links.until(t_end, r, keep_rest=self.scenario.protocol.kind == "async")
         if self._resources.batteries is not None:
             row |= {"depleted": depleted, "battery": self._resources.battery_rows(r, t_end)}
         return row
@@ -345,6 +380,7 @@ class Kit:
         spent = {"bytes_down": 0, "bytes_up": 0, "flops": 0, "wasted_bytes": 0, "wasted_flops": 0}
         joules, wasted_joules = [], []
         energy = self._resources.energy is not None
+        waits = Waits() if self.topology is not None else None
         for ph, timeline, wasted in phases:
             if energy:
                 joules.append(self._resources.joules(ph))
@@ -357,17 +393,21 @@ class Kit:
             if wasted:
                 spent["wasted_bytes"] += nbytes
                 spent["wasted_flops"] += flops
+            if waits is not None:
+                waits.add(ph, timeline, nbytes)
+        spent |= {} if waits is None else waits.columns()
         if not energy:
             return spent
         return spent | {"energy_J": math.fsum(joules), "wasted_energy_J": math.fsum(wasted_joules)}
 
-    def event_row(self, r: int, p: Phase, outcome: str, task: Task | None) -> dict:
+    def event_row(self, r: int, p: Phase, outcome: str, task: Task | None, timeline: Timeline | None = None) -> dict:
         """The row of events.csv of phase p of a task of round (aggregation) r, which ended as `outcome`; a
-        probe's phase has no task (its ratio NaN)."""
+        probe's phase has no task (its ratio NaN). With shared links, its task's timeline gives its wait."""
         ratio = math.nan if task is None or task.ratio is None else task.ratio
         row = {"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
                "outcome": outcome, "ratio": ratio}
-        return row if self._resources.energy is None else row | {"energy_J": self._resources.joules(p)}
+        row |= {} if self._resources.energy is None else {"energy_J": self._resources.joules(p)}
+        return row if self.topology is None else row | {"waited_s": phase_wait(p, timeline)}
 
     def scores(self, state: ServerState, r: int, t_previous: float, t: float, final: bool) -> dict[str, float]:
         """The model's scores where round r, ending at t after the previous one ended at t_previous, is evaluated

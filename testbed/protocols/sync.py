@@ -134,7 +134,8 @@ def run_sync(kit: Kit, env: simpy.Environment):
         t_previous = env.now
         row |= scores
         events = [kit.event_row(r, p, "probe", None) for p, _, _ in probe.phases]
-        events += [kit.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device]) for p in phases]
+        events += [kit.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device], planned[p.device].timeline)
+                   for p in phases]
         kit.write(row, events + server_rows)
         kit.check_finite(r, metrics, scores)
         played = r
