@@ -152,3 +152,17 @@ def test_shared_links_through_drops_and_a_resume(tmp_path):
     assert run_scenario(sc.validate(raw, "test"), "test", tmp_path / "broken", quiet=True, resume=True) == (
         run, summary)
     assert _tables(run) == _tables(reference)
+
+
+def test_energy_follows_the_contended_duration():
+    # the round of the first test, with energy: device 1's download took 4/7 s where its own link alone takes 1/4
+    import devices
+
+    B = payload()
+    raw = three_devices(B, {"cells": [{"down_Bps": 4 * B, "up_Bps": 10 * B, "groups": [0, 1, 2]}],
+                            "server": {"up_Bps": 2 * B}})
+    raw["resources"] = {"energy": True}
+    records, events = simulate(raw)
+    ev = pd.DataFrame(events)
+    download = ev[(ev["device"] == 1) & (ev["phase"] == "download")].iloc[0]
+    assert download["energy_J"] == pytest.approx(devices.CATALOG["raspberry_pi_4"].down_W * 4 / 7, rel=1e-9)

@@ -1,0 +1,33 @@
+#!/bin/sh
+# The network study (docs/network.md), 3 seeds each, into $OUT/<setup>/<setup>-<variant>/<seed>/, then its table
+# (scenarios/studies/network_table.py):
+#  burst:    (1) synchronous FedAvg with cnn_512 on the quickstart's fleet, private links against shared cells
+#            (scenarios/studies/network_cells.yaml);
+#  fedbuff:  (2) FedBuff (K = 10) on that fleet through the shared cells and server link, 10, 20, 50 and 100 in
+#            flight (scenarios/studies/network_fedbuff.yaml), and the same on private links;
+#  hierfavg: (3) HierFAVG against flat FedAvg on ten cells with a slow backhaul (scenarios/hierfavg.yaml).
+set -e
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-runs/studies/network}
+JOBS=${JOBS:-2}
+SEEDS=${SEEDS:-[0,1,2]}
+CONCURRENCY=${CONCURRENCY:-[10,20,50,100]}
+sweep() { testbed sweep "$@" --out "$OUT" --jobs "$JOBS" --quiet > /dev/null; }
+CELLS=scenarios/studies/network_cells.yaml
+FEDBUFF=scenarios/studies/network_fedbuff.yaml
+for step in ${STEPS:-burst fedbuff hierfavg}; do
+  case $step in
+    burst)
+      sweep $CELLS --grid "seed=$SEEDS" --set name=burst-shared
+      sweep $CELLS --grid "seed=$SEEDS" --set network=null --set name=burst-private ;;
+    fedbuff)
+      sweep $FEDBUFF --grid "protocol.concurrency=$CONCURRENCY" --grid "seed=$SEEDS" --set name=fedbuff-shared
+      sweep $FEDBUFF --grid "protocol.concurrency=$CONCURRENCY" --grid "seed=$SEEDS" --set network=null \
+        --set name=fedbuff-private ;;
+    hierfavg)
+      sweep scenarios/hierfavg.yaml --grid "seed=$SEEDS" --set name=hierfavg-hierfavg
+      sweep scenarios/hierfavg.yaml --grid "seed=$SEEDS" --set protocol.kind=sync --set name=hierfavg-flat ;;
+  esac
+done
+
+python scenarios/studies/network_table.py "$OUT" docs/network/table.csv
