@@ -13,6 +13,7 @@ import pandas as pd
 
 from analysis.metrics import cost_to_accuracy
 from analysis.runs import load_run
+from study_tables import plus_minus
 
 
 def per_run(run) -> dict:
@@ -54,17 +55,13 @@ def table(folder: str) -> pd.DataFrame:
 
 
 def markdown(out: pd.DataFrame) -> str:
-    def pm(row, column, digits):
-        value, std = row[column], row[f"{column}_std"]
-        return "n/a" if math.isnan(value) else f"{value:.{digits}f} ± {std:.{digits}f}"
-
     lines = ["| setup | variant | in flight | reached | time to 0.9 (s) | rounds | round (s) | uplink MB | "
              "downlink MB | waited on links (s/round) | backhaul MB | final acc. |", "|" + "---|" * 12]
     for _, r in out.iterrows():
         flight = "" if math.isnan(r["concurrency"]) else f"{int(r['concurrency'])}"
-        lines.append(f"| {r['setup']} | {r['variant']} | {flight} | {r['reached']} | {pm(r, 'time_s', 1)} | "
-                     f"{pm(r, 'rounds', 1)} | {pm(r, 'round_s', 2)} | {pm(r, 'up_MB', 1)} | {pm(r, 'down_MB', 1)} | "
-                     f"{pm(r, 'wait_s', 2)} | {pm(r, 'backhaul_MB', 1)} | {pm(r, 'final_accuracy', 3)} |")
+        lines.append(f"| {r['setup']} | {r['variant']} | {flight} | {r['reached']} | {plus_minus(r, 'time_s', 1)} | "
+                     f"{plus_minus(r, 'rounds', 1)} | {plus_minus(r, 'round_s', 2)} | {plus_minus(r, 'up_MB', 1)} | {plus_minus(r, 'down_MB', 1)} | "
+                     f"{plus_minus(r, 'wait_s', 2)} | {plus_minus(r, 'backhaul_MB', 1)} | {plus_minus(r, 'final_accuracy', 3)} |")
     return "\n".join(lines)
 
 

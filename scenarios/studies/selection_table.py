@@ -14,6 +14,7 @@ import pandas as pd
 from analysis.fairness import fairness
 from analysis.metrics import cost_to_accuracy
 from analysis.runs import load_run
+from study_tables import plus_minus
 
 # Where the study's target is not the scenario's own: Shakespeare's 20 rounds end early in its training (a model
 # predicting the commonest characters scores 0.18-0.20), and few runs reach its scenario's 0.25 by then
@@ -53,17 +54,13 @@ def table(folder: str) -> pd.DataFrame:
 
 
 def markdown(out: pd.DataFrame) -> str:
-    def pm(row, column, digits):
-        value, std = row[column], row[f"{column}_std"]
-        return "n/a" if math.isnan(value) else f"{value:.{digits}f} ± {std:.{digits}f}"
-
     lines = ["| setup | selector | reached | time to target (s) | speed-up | final acc. | uplink MB | energy J "
              "| never trained | Gini | worst 10% local acc. |", "|" + "---|" * 11]
     for _, r in out.iterrows():
         speedup = "n/a" if math.isnan(r["speedup"]) else f"{r['speedup']:.2f}x"
-        lines.append(f"| {r['setup']} | {r['selector']} | {r['reached']} | {pm(r, 'time_s', 2)} | {speedup} | "
-                     f"{pm(r, 'final_accuracy', 3)} | {pm(r, 'uplink_MB', 1)} | {pm(r, 'energy_J', 0)} | "
-                     f"{pm(r, 'never_trained', 1)} | {pm(r, 'gini', 2)} | {pm(r, 'local_accuracy_p10', 3)} |")
+        lines.append(f"| {r['setup']} | {r['selector']} | {r['reached']} | {plus_minus(r, 'time_s', 2)} | {speedup} | "
+                     f"{plus_minus(r, 'final_accuracy', 3)} | {plus_minus(r, 'uplink_MB', 1)} | {plus_minus(r, 'energy_J', 0)} | "
+                     f"{plus_minus(r, 'never_trained', 1)} | {plus_minus(r, 'gini', 2)} | {plus_minus(r, 'local_accuracy_p10', 3)} |")
     return "\n".join(lines)
 
 
