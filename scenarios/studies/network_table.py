@@ -23,7 +23,8 @@ def per_run(run) -> dict:
     reached = cost["time_s"] is not None
     rounds = run.rounds
     until = rounds if not reached else rounds[rounds["t_end_s"] <= cost["time_s"]]
-    backhaul = sum(until[c].sum() for c in ("backhaul_bytes_up", "backhaul_bytes_down") if c in until)
+    columns = [c for c in ("backhaul_bytes_up", "backhaul_bytes_down") if c in until]
+    backhaul = sum(until[c].sum() for c in columns) if columns else math.nan   # NaN: no backhaul
     return {"setup": setup, "variant": variant, "concurrency": protocol.get("concurrency", math.nan),
             "seed": run.seed, "target": run.target_accuracy, "reached": reached,
             "time_s": cost["time_s"] if reached else math.nan,

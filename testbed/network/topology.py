@@ -1,9 +1,12 @@
-"""Which shared links each device's transfers cross: its cell (if it has one) and the server's link of the
-direction (if one is given), from the scenario's `network:` section (testbed/schema/network.py).
+"""Which shared links each device's transfers cross: its cell (if it has one), the cell's backhaul (where its kind
+has one) and the server's link of the direction (if one is given), from the scenario's `network:` section
+(testbed/schema/network.py). A transfer to and from the cell's edge server (hierarchical aggregation) crosses
+its cell alone.
 
 Links are numbered per direction: cells 0 .. C-1 in the order of network.cells (each kind's `count` cells in
-turn), then the server's link, C. A device of the j-th place among a cell kind's devices (its groups' devices,
-one group after another, in device order) is in that kind's cell j mod count.
+turn), their backhauls C .. 2C-1 (infinite capacity where a kind has none: never crossed), then the server's
+link, 2C. A device of the j-th place among a cell kind's devices (its groups' devices, one group after another,
+in device order) is in that kind's cell j mod count.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ DIRECTIONS = ("down", "up")
 class Topology:
     cell: np.ndarray                  # (n,) each device's cell; -1: none
     names: tuple[str, ...]            # (C,) "lte.0", "lte.1", ...
-    capacity: dict[str, np.ndarray]   # direction -> (C + 1,) the cells' capacities then the server's (inf: none)
+    capacity: dict[str, np.ndarray]   # direction -> (2C + 1,) the cells', their backhauls', the server's (inf: none)
     backhaul: tuple                   # (C,) each cell's schema Backhaul, or None
 
     @classmethod
@@ -36,6 +39,8 @@ class Topology:
                 capacity["down"].append(kind.down_Bps)
                 capacity["up"].append(kind.up_Bps)
                 backhaul.append(kind.backhaul)
+        for direction in DIRECTIONS:
+            capacity[direction] += [getattr(b, f"{direction}_Bps") if b else math.inf for b in backhaul]
         server = network.server
         capacity["down"].append(server.down_Bps or math.inf)
         capacity["up"].append(server.up_Bps or math.inf)
@@ -45,11 +50,24 @@ class Topology:
     @property
     def server(self) -> int:
         """The server link's index (in either direction)."""
-        return len(self.names)
+        return 2 * len(self.names)
+
+    def link_name(self, link: int) -> str:
+        cells = len(self.names)
+        return "server" if link == self.server else self.names[link] if link < cells else \
+            f"{self.names[link - cells]}.backhaul"
 
     def links(self, devices: np.ndarray, direction: str, server: bool = True) -> np.ndarray:
-        """(k, 2) the links these devices' transfers of `direction` cross, padded with -1: their cells', and with
-        `server` the server's where it has a capacity."""
+        """(k, 3) the links these devices' transfers of `direction` cross, padded with -1: their cells', and with
+        `server` (to and from the server, not an edge server) their cells' backhauls and the server's, where those
+        have a capacity."""
         cells = self.cell[np.asarray(devices, dtype=np.int64)]
-        server = self.server if server and math.isfinite(self.capacity[direction][-1]) else -1
-        return np.stack([cells, np.full(len(cells), server)], axis=1)
+        capacity = self.capacity[direction]
+        backhaul = np.where(cells >= 0, cells + len(self.names), -1)
+        if not server:
+            backhaul = np.full(len(cells), -1)
+        else:
+            backhaul[backhaul >= 0] = np.where(np.isfinite(capacity[backhaul[backhaul >= 0]]),
+                                               backhaul[backhaul >= 0], -1)
+        out = self.server if server and math.isfinite(capacity[-1]) else -1
+        return np.stack([cells, backhaul, np.full(len(cells), out)], axis=1)

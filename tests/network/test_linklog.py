@@ -16,9 +16,9 @@ def spans(rows):
 
 def test_a_solve_replaces_the_future_of_the_links_it_touches_only():
     log = LinkLog(TOPOLOGY)
-    log.solved(Usage([("up", 0, 0.0, 4.0, 10.0), ("up", 1, 1.0, 5.0, 8.0), ("up", 2, 0.0, 5.0, 18.0)]), 0.0)
+    log.solved(Usage([("up", 0, 0.0, 4.0, 10.0), ("up", 1, 1.0, 5.0, 8.0), ("up", 4, 0.0, 5.0, 18.0)]), 0.0)
     # from 2: cell c.0 and the server again; c.1 (link 1) untouched keeps its row to 5
-    log.solved(Usage([("up", 0, 2.0, 3.0, 5.0), ("up", 2, 2.0, 3.0, 13.0)]), 2.0)
+    log.solved(Usage([("up", 0, 2.0, 3.0, 5.0), ("up", 4, 2.0, 3.0, 13.0)]), 2.0)
     assert spans(log.pending) == [("c.0", 0.0, 2.0, 10.0), ("c.1", 1.0, 5.0, 8.0), ("server", 0.0, 2.0, 18.0),
                                   ("c.0", 2.0, 3.0, 5.0), ("server", 2.0, 3.0, 13.0)]
     assert log.pending[0]["capacity_Bps"] == 10.0 and log.pending[2]["capacity_Bps"] == 20.0

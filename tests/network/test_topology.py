@@ -32,11 +32,24 @@ def test_devices_are_dealt_to_a_kinds_cells_group_after_group():
     topo = Topology.build(net, np.array([0, 0, 0, 1, 1, 2]))
     assert topo.cell.tolist() == [0, 1, 0, 0, 1, -1]
     assert topo.names == ("lte.0", "lte.1")
-    assert topo.capacity["down"].tolist() == [10, 10, np.inf] and topo.capacity["up"].tolist() == [5, 5, 100]
-    # downloads cross no server link (no egress given); uploads cross the ingress, index 2
-    assert topo.links(np.array([5, 3]), "down").tolist() == [[-1, -1], [0, -1]]
-    assert topo.links(np.array([5, 3]), "up").tolist() == [[-1, 2], [0, 2]]
-    assert topo.links(np.array([5, 3]), "up", server=False).tolist() == [[-1, -1], [0, -1]]
+    # links: the two cells, their backhauls (none: infinite), the server
+    assert topo.capacity["down"].tolist() == [10, 10, np.inf, np.inf, np.inf]
+    assert topo.capacity["up"].tolist() == [5, 5, np.inf, np.inf, 100]
+    # downloads cross no server link (no egress given) and no backhaul; uploads cross the ingress, index 4
+    assert topo.links(np.array([5, 3]), "down").tolist() == [[-1, -1, -1], [0, -1, -1]]
+    assert topo.links(np.array([5, 3]), "up").tolist() == [[-1, -1, 4], [0, -1, 4]]
+    assert topo.links(np.array([5, 3]), "up", server=False).tolist() == [[-1, -1, -1], [0, -1, -1]]
+    assert [topo.link_name(i) for i in range(5)] == ["lte.0", "lte.1", "lte.0.backhaul", "lte.1.backhaul", "server"]
+
+
+def test_a_backhaul_is_crossed_on_the_way_to_the_server_not_to_the_edge():
+    net = Network(cells=[{"name": "a", "down_Bps": 10, "up_Bps": 5, "groups": [0],
+                          "backhaul": {"down_Bps": 3, "up_Bps": 2}},
+                         {"name": "b", "down_Bps": 10, "up_Bps": 5, "groups": [1]}])
+    topo = Topology.build(net, np.array([0, 1]))
+    assert topo.capacity["up"].tolist() == [5, 5, 2, np.inf, np.inf]
+    assert topo.links(np.array([0, 1]), "up").tolist() == [[0, 2, -1], [1, -1, -1]]
+    assert topo.links(np.array([0, 1]), "up", server=False).tolist() == [[0, -1, -1], [1, -1, -1]]
 
 
 def test_off_by_default_and_out_of_the_resolved_scenario():
