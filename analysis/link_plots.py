@@ -17,6 +17,7 @@ from analysis.plots import _save
 from analysis.runs import Run
 
 BUSIEST = 4  # cells drawn per direction, besides the server's link
+ROUNDS = 5   # rounds (aggregations) drawn: over a whole run the steps are too dense to read, as the Gantt's
 
 
 def busiest_links(links: pd.DataFrame, direction: str, cells: int = BUSIEST) -> list[str]:
@@ -42,9 +43,11 @@ def steps(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return np.array(xs), np.array(ys)
 
 
-def plot_links(run: Run, path) -> Path:
-    """Per direction (downlinks, uplinks), the utilisation of the server's link and of the busiest cells."""
-    links = run.links if run.links is not None else pd.DataFrame(columns=["direction"])
+def plot_links(run: Run, path, rounds: int = ROUNDS) -> Path:
+    """Per direction (downlinks, uplinks), the utilisation of the server's link and of the busiest cells, over the
+    first `rounds` rounds (aggregations)."""
+    links = run.links if run.links is not None else pd.DataFrame(columns=["direction", "round"])
+    links = links[links["round"] <= rounds]
     fig, axes = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     for ax, direction, title in zip(axes, ("down", "up"), ("downloads: the server's egress and cells' downlinks",
                                                             "uploads: the server's ingress and cells' uplinks")):
@@ -65,5 +68,5 @@ def plot_links(run: Run, path) -> Path:
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("Simulated time (s)")
     axes[-1].set_xlim(left=0)
-    fig.suptitle(f"{run.label}: shared links, the server's and the {BUSIEST} busiest cells")
+    fig.suptitle(f"{run.label}: shared links in the first {rounds} rounds, the server's and the busiest cells")
     return _save(fig, path)
