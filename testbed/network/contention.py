@@ -73,7 +73,8 @@ class Usage:
 def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
             server: bool = True, carried: tuple[Carried, ...] = ()) -> tuple[list[SharedTimeline], Usage]:
     """These devices' tasks dispatched at t (their private timelines, in the same order), through their cells'
-    links and, with `server`, the server's (without: to and from their cell's edge server); with the `carried`
+    links and, with `server`, their backhauls' and the server's (without: to and from their cell's edge server,
+    hierarchical aggregation's); with the `carried`
     tasks in flight at t solved again from t. Returns the timelines of the carried tasks, then of the new ones,
     and the links' usage from t."""
     tasks = [_State.of_carried(c, t) for c in carried]
