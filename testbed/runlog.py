@@ -31,6 +31,10 @@ EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome", "rat
 ASYNC_COLUMNS = {"rounds.csv": ["stale", "unfinished", "staleness_mean", "staleness_max"],
                  "events.csv": ["task", "version", "staleness"]}
 
+# Hierarchical aggregation (protocols/hierarchical.py) adds, per cloud round, the edge rounds its edges played and
+# the bytes over the backhaul each way; per phase, the edge round of a device's task (empty on an edge's rows).
+HIERARCHICAL_COLUMNS = {"rounds.csv": ["edge_rounds", "backhaul_bytes_down", "backhaul_bytes_up"],
+                        "events.csv": ["edge_round"]}
 
 # Resources add columns only where the scenario models them (testbed/resources/): each phase's joules and each
 # round's (wasted: of cut tasks); online devices kept out by memory or by battery, tasks dropped by an empty
@@ -44,6 +48,7 @@ BATTERY_TABLE = ["round", "t_s", "group", "profile", "level_mean", "level_min", 
 def tables(scenario) -> dict[str, list[str]]:
     """The run's tables and their columns, in the order of a round's rows."""
     extras = [extra for extra, on in ((ASYNC_COLUMNS, scenario.protocol.kind == "async"),
+                                      (HIERARCHICAL_COLUMNS, scenario.protocol.kind == "hierarchical"),
                                       (ENERGY_COLUMNS, scenario.energy_on), (MEMORY_COLUMNS, scenario.memory_on),
                                       (BATTERY_COLUMNS, scenario.batteries_on)) if on]
     out = {name: columns + [c for extra in extras for c in extra.get(name, [])] for name, columns in

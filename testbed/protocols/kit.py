@@ -13,9 +13,10 @@ clock first and trains only what the server will use. For everything else it ask
   over the device's FLOP/s, and its plan on the clock until its device goes offline or its battery empties),
   `drain` (its phases drain batteries), `deliver` (the model as each downlink delivers it),
   `train` (the real training of the updates the server uses, each from the model it was sent) and the server's
-  own work (`server_work`, on its profile's clock);
+  own work (`server_work`, on its profile's clock); `payload_bytes` (a codec's size of the model);
 - the run folder: `round_row` (a row of rounds.csv), `event_row` (a row of events.csv), `scores` (evaluation,
-  when due), `write` (hand a round's rows on);
+  when due), `write` (hand a round's rows on), `close_round` (a synchronous round's end: scored, written,
+  checked, checkpointed where due);
 - the rules: `out_of_time`, `is_last`, `reached_target` (when to stop), `checkpoint_due` and `checkpoint`, and
   `check_finite` (a diverged model stops the run).
 """
@@ -223,13 +224,16 @@ class Kit:
         self.history.dispatched(np.fromiter((t.device for t in tasks), np.int64, len(tasks)), r)
         return tasks
 
-    def plan_round(self, tasks: dict[int, Task], r: int, t0: float) -> dict[int, Planned]:
+    def plan_round(self, tasks: dict[int, Task], r: int, t0: float, server: bool = True) -> dict[int, Planned]:
         """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r (an asynchronous
-        dispatch: of the aggregation its tasks feed)."""
+        dispatch: of the aggregation its tasks feed); `server`: their transfers go to and from the server (else
+        to their cell's edge server, hierarchical aggregation's)."""
         capacity = self._capacity(r)
         timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
         ids = np.fromiter(tasks, np.int64, len(tasks))
-        if self.topology is not None:  # through shared links: the tasks' transfers solved together
+        # TODO(merge of the fluid solver): edge transfers through their cell too, contend(..., server=False); on
+        # the devices' own links until then
+        if self.topology is not None and server:  # through shared links: the tasks' transfers solved together
             online_until = self.fleet.availability.online_until_each(ids, t0)
             timelines = dict(zip(tasks, contend(self.topology, t0, ids, list(timelines.values()), online_until)))
             return {d: self._planned(tasks[d], timelines[d], t0, u) for d, u in zip(tasks, online_until.tolist())}
@@ -268,6 +272,10 @@ class Kit:
         seconds = (latency + bytes_down / down_Bps, compute_seconds(flops, capacity_flops_per_s),
                    latency + bytes_up / up_Bps)
         return Timeline(bytes_down, flops, bytes_up, latency, down_Bps, up_Bps, seconds)
+
+    def payload_bytes(self, codec) -> int:
+        """The size of the model's payload through this codec (a hierarchical backhaul's transfers)."""
+        return self._nbytes(codec)
 
     def _nbytes(self, codec) -> int:
         """A codec's payload size for this model; computed once where it depends on the shapes alone."""
@@ -377,6 +385,20 @@ class Kit:
     def write(self, row: dict, events: list[dict]) -> None:
         """Hand round r's row and event rows to the run folder."""
         self._on_round(row, events)
+
+    def close_round(self, r: int, state: ServerState, metrics: dict, row: dict, events: list[dict],
+                    t_previous: float, now: float) -> bool:
+        """The end of synchronous round r at `now` (the previous one ended at t_previous): the model scored where
+        due, the round's rows written, the model checked, a checkpoint where due; True where the run stops here
+        (the target reached)."""
+        scores = self.scores(state, r, t_previous, now, final=self.is_last(r))
+        self.write(row | scores, events)
+        self.check_finite(r, metrics, scores)
+        if self.reached_target(scores):
+            return True
+        if not self.is_last(r) and self.checkpoint_due(r - 1, r):
+            self.checkpoint(r, now, state, finished=False)
+        return False
 
     # ---- the rules ----------------------------------------------------------------------------------------
     def out_of_time(self, t: float) -> bool:
