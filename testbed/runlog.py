@@ -32,9 +32,10 @@ ASYNC_COLUMNS = {"rounds.csv": ["stale", "unfinished", "staleness_mean", "stalen
                  "events.csv": ["task", "version", "staleness"]}
 
 # Hierarchical aggregation (protocols/hierarchical.py) adds, per cloud round, the edge rounds its edges played and
-# the bytes over the backhaul each way; per phase, the edge round of a device's task (empty on an edge's rows).
+# the bytes over the backhaul each way; per phase, the edge it belongs to (-2 - its cell) and the edge round of a
+# device's task (empty on an edge's backhaul rows).
 HIERARCHICAL_COLUMNS = {"rounds.csv": ["edge_rounds", "backhaul_bytes_down", "backhaul_bytes_up"],
-                        "events.csv": ["edge_round"]}
+                        "events.csv": ["edge", "edge_round"]}
 
 # Resources add columns only where the scenario models them (testbed/resources/): each phase's joules and each
 # round's (wasted: of cut tasks); online devices kept out by memory or by battery, tasks dropped by an empty

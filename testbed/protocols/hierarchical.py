@@ -23,8 +23,8 @@ g is a task's round (its training stream, the selector's history, its device's t
 edge rounds trains on two streams.
 Tables: rounds.csv sums the edge rounds' devices (selected, arrived, cut, their bytes and FLOPs: device traffic
 only) and adds edge_rounds (played, over all edges) and backhaul_bytes_down / backhaul_bytes_up; events.csv has
-the devices' phases as sync writes them, with their edge_round g, and each edge's transfers as rows of phase
-backhaul_down / backhaul_up whose device is the edge: -2 - its cell (the server's own work is -1).
+the devices' phases as sync writes them, with their edge (-2 - their cell; the server's own work is -1) and
+edge_round g, and each edge's transfers as rows of phase backhaul_down / backhaul_up whose device is the edge.
 Until the fluid solver lands, transfers inside a cell and over the backhaul go at their own rates, and the
 server's egress and ingress (network.server) do not slow the backhaul.
 A checkpoint at a cloud round's end holds all there is (edges start each round from the cloud's model): a run
@@ -196,6 +196,7 @@ def edge_events(kit: Kit, r: int, edge: EdgePart) -> list[dict]:
     round by round, its backhaul upload."""
     down, up = ({"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
                  "outcome": "done", "ratio": math.nan} for p in edge.backhaul)
-    devices = [kit.event_row(r, p, er.play.cut.get(p.device, "done"), er.tasks[p.device]) | {"edge_round": er.g}
-               for er in edge.rounds for p in er.phases]
-    return [down, *devices, up]
+    edge_of = {"edge": edge_id(edge.cell)}
+    devices = [kit.event_row(r, p, er.play.cut.get(p.device, "done"), er.tasks[p.device]) | edge_of |
+               {"edge_round": er.g} for er in edge.rounds for p in er.phases]
+    return [down | edge_of, *devices, up | edge_of]

@@ -25,6 +25,9 @@ import torch
 from helpers import run_killed_after, tiny_blobs
 
 import testbed.data
+from analysis.metrics import round_breakdown
+from analysis.plots import plot_breakdown, plot_gantt
+from analysis.runs import load_run
 from testbed import scenario as sc
 from testbed.engine import Engine
 from testbed.errors import TestbedError
@@ -192,6 +195,18 @@ def test_the_same_seed_gives_the_same_tables_and_a_killed_run_resumes(tmp_path):
     run, resumed = run_scenario(sc.validate(raw, "test"), "test", tmp_path / "broken", quiet=True, resume=True)
     assert resumed == summary
     assert [(run / t).read_bytes() for t in tables] == [(reference / t).read_bytes() for t in tables]
+
+
+def test_the_breakdown_counts_each_tasks_wait_on_its_edges_backhaul(tmp_path):
+    run_dir, _ = run_scenario(sc.validate(two_cells(), "test"), "test", tmp_path, quiet=True)
+    run = load_run(run_dir)
+    # eight tasks over the 20 s round: edge a's six wait 2.5 + 1.5 s on its backhaul, edge b's two 1.25 + 2.25 s;
+    # computing 2 x (1 + 4 + 1) + 2 x 2 s, communicating 2 x (2 + 4 + 4.5) + 2 x 2 s; the rest idle
+    assert round_breakdown(run.rounds, run.events).loc[1].to_dict() == pytest.approx(
+        {"compute_s": 16.0, "communication_s": 25.0, "wasted_s": 0.0, "backhaul_s": 31.0,
+         "idle_s": 8 * 20 - 16 - 25 - 31}, abs=EXACT)
+    assert plot_breakdown(run, tmp_path / "breakdown.png").stat().st_size > 0
+    assert plot_gantt(run, tmp_path / "gantt.png").stat().st_size > 0
 
 
 def _without(raw, change):
