@@ -25,8 +25,8 @@ Tables: rounds.csv sums the edge rounds' devices (selected, arrived, cut, their 
 only) and adds edge_rounds (played, over all edges) and backhaul_bytes_down / backhaul_bytes_up; events.csv has
 the devices' phases as sync writes them, with their edge (-2 - their cell; the server's own work is -1) and
 edge_round g, and each edge's transfers as rows of phase backhaul_down / backhaul_up whose device is the edge.
-Until the fluid solver lands, transfers inside a cell and over the backhaul go at their own rates, and the
-server's egress and ingress (network.server) do not slow the backhaul.
+Until the fluid solver lands, transfers inside a cell go at the devices' own rates, and a scenario giving the
+cloud's egress or ingress (network.server), which the backhaul's transfers would share, is refused.
 A checkpoint at a cloud round's end holds all there is (edges start each round from the cloud's model): a run
 resumes from it as a synchronous one does.
 """

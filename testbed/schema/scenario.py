@@ -131,6 +131,9 @@ class Scenario(Strict):
             if i not in in_cells:
                 raise ValueError(f"fleet.groups.{i}: its devices are in no cell, and hierarchical aggregation has "
                                  f"them report to their cell's edge server; add {i} to a network.cells kind's groups")
+        if self.network.server.down_Bps or self.network.server.up_Bps:   # TODO(merge of the fluid solver)
+            raise ValueError("network.server: the backhaul's transfers through the cloud's egress and ingress "
+                             "are not solved yet (the fluid solver lands next); remove network.server")
         for k, cell in enumerate(self.network.cells):
             if cell.backhaul is None:
                 raise ValueError(f"network.cells.{k}.backhaul: its edge servers need a link to the cloud; add "

@@ -171,6 +171,15 @@ def test_edges_average_their_devices_and_the_cloud_averages_the_edges_by_samples
     assert _close(x1, expected) and not _close(x1, {k: (edges["a"][k] + edges["b"][k]) / 2 for k in x0})
 
 
+def test_the_cloud_runs_the_scenarios_server_rule():
+    _, _, recorder = simulate(two_cells() | {"algorithm": {"name": "fedadam", "server_lr": 0.01}})
+    (x0, updates, x1), = recorder.aggregations
+    assert [(device, n) for device, n, _ in updates] == [(-2, 90), (-3, 30)]
+    fedavg = {k: x0[k] + (90 * updates[0][2][k] + 30 * updates[1][2][k]) / 120 for k in x0}
+    # Adam's first step moves every entry by about server_lr (m / sqrt(v) ~ 1 where the update is well above tau)
+    assert not _close(x1, fedavg) and max((x1[k] - x0[k]).abs().max().item() for k in x0) <= 0.01 + 1e-6
+
+
 def test_one_cell_and_one_edge_round_is_a_sync_round():
     raw = two_cells()
     raw["network"]["cells"] = [_cell("a", [0, 1, 2, 3], 42.0, 84.0, 0.5)]
@@ -221,6 +230,7 @@ def _without(raw, change):
     (lambda raw: raw["network"]["cells"].pop(1), "fleet.groups.1: its devices are in no cell"),
     (lambda raw: raw["network"]["cells"][1].pop("backhaul"), "network.cells.1.backhaul: its edge servers need"),
     (lambda raw: raw.update(algorithm={"name": "fedlps"}), "protocol: the cloud aggregates the edges' model deltas"),
+    (lambda raw: raw["network"].update(server={"up_Bps": 1e6}), "network.server: the backhaul's transfers"),
     (lambda raw: raw["protocol"].update(edge_rounds=0), "protocol.edge_rounds: Input should be greater than 0"),
 ])
 def test_a_hierarchy_that_cannot_run_is_refused_in_one_line(change, message):
