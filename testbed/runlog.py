@@ -169,7 +169,9 @@ class RunWriter:
             summary |= degenerate_rounds(rounds, self.scenario)
             if "energy_J" in rounds:  # the sum of every phase's joules, read exactly as written (float(), not
                 with open(self.path / "events.csv", newline="") as f:  # pandas 2's parser, which may be an ulp off)
-                    summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f))
+                    # rows without joules (the server's work, an edge's backhaul) are nobody's battery
+                    summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f)
+                                                          if row["energy_J"])
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary
 

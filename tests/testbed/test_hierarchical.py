@@ -153,6 +153,17 @@ def _close(a, b):
     return all(torch.allclose(a[k], b[k], atol=1e-6, rtol=0) for k in a)
 
 
+def test_an_edge_waits_for_its_devices_to_come_online(tmp_path):
+    (tmp_path / "b.csv").write_text("device,start_s,end_s\nb,3,1e9\n")   # device 1, cell b's only one, from 3 s
+    raw = two_cells()
+    raw["fleet"]["groups"][1]["availability"] = {"kind": "trace", "file": str(tmp_path / "b.csv")}
+    rounds, events, _ = simulate(raw)
+    # edge b's model arrives at 1.25 s; its rounds run from 3 s: [3, 7] and [7, 11], its upload [11, 13.25]
+    _check(_spans(events, 1, "download"), [(3, 4), (7, 8)])
+    _check(_spans(events, -3, "backhaul_up"), [(11, 13.25)])
+    assert rounds["t_end_s"].tolist() == [20] and rounds["online"].tolist() == [3]
+
+
 def test_edges_average_their_devices_and_the_cloud_averages_the_edges_by_samples():
     _, _, recorder = simulate(two_cells())
     (x0, updates, x1), = recorder.aggregations
@@ -216,6 +227,15 @@ def test_the_breakdown_counts_each_tasks_wait_on_its_edges_backhaul(tmp_path):
          "idle_s": 8 * 20 - 16 - 25 - 31}, abs=EXACT)
     assert plot_breakdown(run, tmp_path / "breakdown.png").stat().st_size > 0
     assert plot_gantt(run, tmp_path / "gantt.png").stat().st_size > 0
+
+
+def test_energy_is_the_devices_and_the_backhaul_rows_have_none(tmp_path):
+    raw = two_cells() | {"resources": {"energy": True}}
+    run_dir, summary = run_scenario(sc.validate(raw, "test"), "test", tmp_path, quiet=True)
+    events = pd.read_csv(run_dir / "events.csv")
+    devices = events["device"] >= 0
+    assert events.loc[~devices, "energy_J"].isna().all() and (events.loc[devices, "energy_J"] > 0).all()
+    assert summary["energy_J_total"] == pytest.approx(events.loc[devices, "energy_J"].sum())
 
 
 def _without(raw, change):
