@@ -1,7 +1,7 @@
 """The kit every protocol shares: all a protocol may ask of the run, typed, and nothing else.
 
-A protocol (sync.py, asynchronous.py) owns the simpy clock and decides who trains when; it plans each task's
-clock first and trains only what the server will use. For everything else it asks the kit:
+A protocol (sync.py, asynchronous.py, hierarchical.py) owns the simpy clock and decides who trains when; it plans
+each task's clock first and trains only what the server will use. For everything else it asks the kit:
 - the run: `scenario`, `fleet`, `strategy`, the `selection` and `strategy_rng` streams, and where it starts
   (`begin`: fresh, or where a checkpoint left it, with what the protocol kept there);
 - who may take a task at t (`online`, `allowed`, `usable`, `excluded`, `census`) and, where nobody can, when the first may
