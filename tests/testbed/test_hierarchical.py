@@ -153,6 +153,20 @@ def _close(a, b):
     return all(torch.allclose(a[k], b[k], atol=1e-6, rtol=0) for k in a)
 
 
+def test_an_edge_round_closes_at_the_deadline():
+    raw = two_cells()
+    raw["round"]["deadline_s"] = 6.0   # device 2's 8 s task is late in both of edge a's rounds
+    rounds, events, recorder = simulate(raw)
+    # edge a: rounds [2.5, 8.5] and [8.5, 14.5]; device 2's compute ends at each close, where its upload would
+    # start (kept with no length, as sync does); up [14.5, 16]
+    _check(_spans(events, 2, "compute"), [(4.5, 8.5), (10.5, 14.5)])
+    _check(_spans(events, 2, "upload"), [(8.5, 8.5), (14.5, 14.5)])
+    _check(_spans(events, -2, "backhaul_up"), [(14.5, 16)])
+    assert events.loc[events["device"] == 2, "outcome"].eq("late").all()
+    assert rounds[["t_end_s", "selected", "arrived", "late"]].values.tolist() == [[16, 8, 6, 2]]
+    assert [(device, n) for device, n, _ in recorder.aggregations[0][1]] == [(-2, 60), (-3, 30)]
+
+
 def test_an_edge_waits_for_its_devices_to_come_online(tmp_path):
     (tmp_path / "b.csv").write_text("device,start_s,end_s\nb,3,1e9\n")   # device 1, cell b's only one, from 3 s
     raw = two_cells()
