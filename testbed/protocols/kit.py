@@ -105,7 +105,7 @@ class Kit:
         self.selector = self.scenario.selection.selector()
         self.registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
         self.history = History.empty(self.fleet.n)
-        self.selector.bind(self.registry, self.scenario.stop.max_rounds, self.scenario.updates_per_aggregation)
+        self.selector.bind(self.registry, self.scenario.selection_rounds, self.scenario.updates_per_aggregation)
         network = self.scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
 

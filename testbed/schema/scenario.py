@@ -58,6 +58,12 @@ class Scenario(Strict):
             return self.round.clients_per_round
         return self.protocol.buffer_size or self.protocol.concurrency
 
+    @property
+    def selection_rounds(self) -> int:
+        """The rounds a selector picks for (its bind): stop.max_rounds, each of edge_rounds edge rounds in
+        hierarchical aggregation."""
+        return self.stop.max_rounds * (self.protocol.edge_rounds if self.protocol.kind == "hierarchical" else 1)
+
     @model_validator(mode="after")
     def _local_steps_where_counted(self):
         if self.algorithm.needs_local_steps() and self.client.local_steps is None:

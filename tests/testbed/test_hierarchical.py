@@ -140,6 +140,7 @@ def test_one_cloud_round_by_hand():
     assert rounds["flops"].tolist() == [8 * 810] * 2
     assert rounds["backhaul_bytes_down"].tolist() == [2 * 84] * 2
     assert rounds["backhaul_bytes_up"].tolist() == [2 * 84] * 2
+    assert sc.validate(two_cells(rounds=2), "test").selection_rounds == 4   # what a selector is bound with
 
 
 def _mean_step(tasks, start):
