@@ -15,8 +15,9 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from analysis.metrics import UTILISATION_PARTS, device_phases, device_utilisation, natural_order, round_breakdown
-from analysis.plots import (ASYNC_CUTS, BREAKDOWN_COLOURS, CUT_LABELS, CUT_STYLES, SYNC_CUTS, UTILISATION_COLOURS,
-                            _save, accuracy_metric, plot_accuracy_mean, plot_gantt, plot_stacked_shares, plotted_axes)
+from analysis.plots import (ASYNC_CUTS, CUT_LABELS, CUT_STYLES, SYNC_CUTS, UTILISATION_COLOURS, _save,
+                            accuracy_metric, breakdown_colours, plot_accuracy_mean, plot_gantt, plot_stacked_shares,
+                            plotted_axes)
 from analysis.report import file_safe
 from analysis.runs import Run, device_classes
 
@@ -98,9 +99,10 @@ def plot_group_breakdown(groups: dict[str, list[Run]], path) -> Path:
     if any(run.is_async for members in groups.values() for run in members):
         return plot_group_utilisation(groups, path)
     seconds = pd.DataFrame({label: sum(round_breakdown(run.rounds, run.events).sum() for run in members)
-                            for label, members in groups.items()}).T
-    return plot_stacked_shares(seconds, BREAKDOWN_COLOURS, "Share of the selected devices' time, all rounds and seeds",
-                           "Where round time went: compute, communication, waiting for stragglers", path)
+                            for label, members in groups.items()}).T.fillna(0.0)   # backhaul_s: hierarchical
+    return plot_stacked_shares(seconds, breakdown_colours(seconds),
+                               "Share of the selected devices' time, all rounds and seeds",
+                               "Where round time went: compute, communication, waiting for stragglers", path)
 
 
 def plot_group_utilisation(groups: dict[str, list[Run]], path) -> Path:
@@ -109,7 +111,7 @@ def plot_group_utilisation(groups: dict[str, list[Run]], path) -> Path:
     idle (metrics.device_utilisation), so that sync and async groups compare."""
     seconds = pd.DataFrame({label: sum(device_utilisation(run.rounds, run.events, device_classes(run).index)
                                        [list(UTILISATION_PARTS)].sum() for run in members)
-                            for label, members in groups.items()}).T
+                            for label, members in groups.items()}).T.fillna(0.0)   # backhaul_s: hierarchical
     return plot_stacked_shares(seconds, UTILISATION_COLOURS, "Share of all devices' time over the run, all seeds",
                            "Where device time went: compute, communication, wasted, waiting for aggregation, idle",
                            path)

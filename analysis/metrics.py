@@ -17,6 +17,9 @@ PHASES = ("download", "compute", "upload")
 # Runs that count idle energy (resources.idle_energy) also log each device's wait for its sync round to close as
 # a phase of this name, outcome done: waiting, not work, so it is none of PHASES and device_phases leaves it out.
 IDLE_PHASE = "idle"
+# Hierarchical runs log each edge server's transfers to and from the cloud on the edge's row (device -2 - cell),
+# and each device phase's edge (column `edge`) and edge round (`edge_round`: a device may train twice a round).
+BACKHAUL_PHASES = ("backhaul_down", "backhaul_up")
 CUT_OUTCOMES = ("dropped", "late", "surplus")
 COST_KEYS = ("time_s", "round", "rounds", "bytes_up", "bytes_down", "flops")
 
@@ -164,10 +167,11 @@ def device_phases(events: pd.DataFrame) -> pd.DataFrame:
 
 def task_ids(events: pd.DataFrame) -> pd.Series:
     """Each row's task: the `task` column of async runs, else its (device, round) pair numbered (one task per
-    device and round in sync runs)."""
+    device and round in sync runs; per edge round too in hierarchical runs)."""
     if "task" in events:
         return events["task"]
-    return events.groupby(["device", "round"], sort=False).ngroup()
+    keys = ["device", "round"] + (["edge_round"] if "edge_round" in events else [])
+    return events.groupby(keys, sort=False, dropna=False).ngroup()
 
 
 def unused_work(events: pd.DataFrame) -> pd.Series:
@@ -203,8 +207,11 @@ def time_breakdown(events: pd.DataFrame) -> pd.DataFrame:
 def round_breakdown(rounds: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     """Per round (the index): where the selected devices' time went, in device-seconds.
     compute_s / communication_s: phases whose update was used; wasted_s: every phase of a device-round
-    that was dropped, late or surplus; idle_s: selected devices x round length minus all of the above
-    (waiting for the round to end, or offline), floored at zero."""
+    that was dropped, late or surplus; backhaul_s (hierarchical runs only): each task's edge's seconds on its
+    backhaul that round, when its device could only wait for the model to and from the cloud; idle_s: selected
+    devices (tasks) x round length minus all of the above (waiting for the round to end, or offline), floored at
+    zero."""
+    backhaul = backhaul_waits(events)
     events = device_phases(events)
     seconds = phase_seconds(events)
     kind = np.where(unused_work(events), "wasted_s",
@@ -212,11 +219,26 @@ def round_breakdown(rounds: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     busy = seconds.groupby([events["round"].to_numpy(), kind]).sum().unstack()
     columns = ["compute_s", "communication_s", "wasted_s"]
     table = busy.reindex(index=rounds["round"].to_numpy(), columns=columns).fillna(0.0)
+    if backhaul is not None:
+        table["backhaul_s"] = backhaul.reindex(table.index, fill_value=0.0)
     length = (rounds["t_end_s"] - rounds["t_start_s"]).to_numpy()
     available = rounds["selected"].to_numpy() * length
     table["idle_s"] = np.clip(available - table.sum(axis=1).to_numpy(), 0.0, None)
     table.index.name = "round"
     return table
+
+
+def backhaul_waits(events: pd.DataFrame) -> pd.Series | None:
+    """Per round (the index), summed over the devices' tasks: the seconds their edge spent on its backhaul that
+    round (hierarchical runs); None for other runs."""
+    if "edge" not in events:
+        return None
+    links = events[events["phase"].isin(BACKHAUL_PHASES)]
+    per_edge = phase_seconds(links).groupby([links["round"], links["edge"]]).sum()
+    work = device_phases(events)
+    tasks = work.groupby(task_ids(work)).agg(round=("round", "first"), edge=("edge", "first"))
+    waits = per_edge.reindex(pd.MultiIndex.from_frame(tasks[["round", "edge"]]), fill_value=0.0)
+    return waits.groupby(level="round").sum()
 
 
 UTILISATION_PARTS = ("compute_s", "communication_s", "wasted_s", "idle_wait_s", "idle_other_s")

@@ -17,8 +17,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import EngFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
-from analysis.metrics import (IDLE_PHASE, UTILISATION_PARTS, device_phases, device_utilisation,  # noqa: E402
-                              natural_order, numeric, round_breakdown, task_ids)
+from analysis.metrics import (BACKHAUL_PHASES, IDLE_PHASE, UTILISATION_PARTS, device_phases,  # noqa: E402
+                              device_utilisation, natural_order, numeric, round_breakdown, task_ids)
 from analysis.runs import Run, device_classes, run_labels, scenario_groups  # noqa: E402
 
 DPI = 120
@@ -57,8 +57,13 @@ PHASE_STYLES = {
     "upload": {"facecolor": "tab:green"},
     "server": {"facecolor": "tab:purple"},  # the server's own work, on row -1 (FedDU's steps, FedAP's pruning)
     IDLE_PHASE: {"facecolor": "#f3efe0", "edgecolor": "#b5ad8f"},  # light: waiting, beside the work that matters
+    # an edge server's transfers to and from the cloud (hierarchical runs), on the edge's row
+    "backhaul_down": {"facecolor": "tab:cyan", "edgecolor": "teal"},
+    "backhaul_up": {"facecolor": "tab:pink", "edgecolor": "palevioletred"},
 }
-PHASE_LABELS = {IDLE_PHASE: "idle (waiting for the round to close)"}
+PHASE_LABELS = {IDLE_PHASE: "idle (waiting for the round to close)", "backhaul_down": "backhaul down (cloud to edge)",
+                "backhaul_up": "backhaul up (edge to cloud)"}
+SHOWN_WHEN_LOGGED = (IDLE_PHASE, *BACKHAUL_PHASES)   # in the Gantt's legend only where the run has such phases
 # A cut phase is drawn in its outcome's style, whatever the phase: the cut is what the reader looks for.
 CUT_STYLES = {
     "dropped": {"facecolor": "tab:red", "edgecolor": "darkred", "hatch": "///"},
@@ -76,8 +81,14 @@ BREAKDOWN_COLOURS = {
     "compute_s": ("compute", "tab:orange"),
     "communication_s": ("communication", "tab:blue"),
     "wasted_s": ("wasted (dropped / late / surplus)", "tab:red"),
+    "backhaul_s": ("waiting on the edge's backhaul", "tab:cyan"),   # hierarchical runs only
     "idle_s": ("idle (waiting or offline)", "0.85"),
 }
+
+
+def breakdown_colours(seconds: pd.DataFrame) -> dict:
+    """BREAKDOWN_COLOURS of the columns of these round_breakdown seconds (backhaul_s: hierarchical runs)."""
+    return {c: v for c, v in BREAKDOWN_COLOURS.items() if c in seconds}
 # device_utilisation's parts (they sum to the run's span): legend label and colour.
 UTILISATION_COLOURS = dict(zip(UTILISATION_PARTS, [
     ("compute", "tab:orange"),
@@ -216,13 +227,15 @@ def plot_gantt(run: Run, path, rounds: int = 3) -> Path:
     dropped = dropped.groupby(task_ids(dropped)).agg(device=("device", "first"), end_s=("end_s", "max"))
     ax.plot(dropped["end_s"], dropped["device"].map(row_of), "x", color="darkred", markersize=7)
 
-    window = "aggregation" if run.is_async else "round"  # async: the window before each aggregation
+    # async: the window before each aggregation; hierarchical: the cloud's round, of several edge rounds
+    window = ("aggregation" if run.is_async else "cloud round" if events["phase"].isin(BACKHAUL_PHASES).any()
+              else "round")
     for round_number, start, end in _round_spans(run, events, shown):
         ax.axvline(end, color="black", linestyle="--", linewidth=1)
         ax.annotate(f"{window} {round_number}", ((start + end) / 2, 1), xycoords=ax.get_xaxis_transform(),
                     xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize="small")
 
-    ax.set_yticks(range(len(devices)), [str(device) for device in devices], fontsize="small")
+    ax.set_yticks(range(len(devices)), [device_label(device) for device in devices], fontsize="small")
     ax.set_ylim(max(len(devices), 1) - 0.5, -0.5)  # first device on top
     if not devices:
         ax.text(0.5, 0.5, "no device events recorded", transform=ax.transAxes, ha="center", va="center")
@@ -233,10 +246,18 @@ def plot_gantt(run: Run, path, rounds: int = 3) -> Path:
     ax.grid(axis="x", alpha=0.3)
     # idle only where the run logs it (idle energy on): a legend entry for nothing would puzzle
     legend = [Patch(label=PHASE_LABELS.get(phase, phase), **style) for phase, style in PHASE_STYLES.items()
-              if phase != IDLE_PHASE or (events["phase"] == IDLE_PHASE).any()]
+              if phase not in SHOWN_WHEN_LOGGED or (events["phase"] == phase).any()]
     legend += [Patch(label=CUT_LABELS[cut], **CUT_STYLES[cut]) for cut in (ASYNC_CUTS if run.is_async else SYNC_CUTS)]
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     return _save(fig, path)
+
+
+EDGE = -2   # events.csv's device of the edge server of cell c is EDGE - c (hierarchical runs); -1 the server
+
+
+def device_label(device) -> str:
+    """A Gantt row's name: the device's id, or the edge server's cell."""
+    return f"edge {EDGE - device}" if isinstance(device, (int, np.integer)) and device <= EDGE else str(device)
 
 
 def plot_breakdown(run: Run, path) -> Path:
@@ -248,10 +269,10 @@ def plot_breakdown(run: Run, path) -> Path:
     fig, ax = plt.subplots(figsize=(max(6, min(14, 0.3 * len(shares) + 4)), 4.5))
     bar_width = 0.8 if len(shares) <= 50 else 1.0  # no gaps once bars are thin: gaps become noise
     bottom = 0.0
-    for column, (label, colour) in BREAKDOWN_COLOURS.items():
+    for column, (label, colour) in breakdown_colours(seconds).items():
         ax.bar(shares.index, shares[column], bottom=bottom, width=bar_width, color=colour, label=label)
         bottom = bottom + shares[column]
-    ax.set_xlabel("Round")
+    ax.set_xlabel("Cloud round" if "backhaul_s" in seconds else "Round")
     if len(shares) <= 25:
         ax.set_xticks(shares.index)
     else:

@@ -71,6 +71,9 @@ def _protocol(s: dict) -> str:
     p = s["protocol"]
     if p["kind"] == "sync":
         return f"{s['round']['clients_per_round']} per round"
+    if p["kind"] == "hierarchical":
+        return (f"hierarchical: {p['edge_rounds']} edge rounds of {s['round']['clients_per_round']} per cell a "
+                "cloud round")
     triggers = ([f"every {p['buffer_size']} updates"] if p.get("buffer_size") else []) + (
         [f"every {p['period_s']:g} s"] if p.get("period_s") else [])
     rule = f"FedAsync mixing {p['mixing']:g}" if p.get("mixing") else "FedBuff"

@@ -11,12 +11,13 @@ import simpy
 
 from testbed.checkpoint import Checkpoint
 from testbed.protocols.asynchronous import run_async
+from testbed.protocols.hierarchical import run_hierarchical
 from testbed.protocols.kit import Kit
 from testbed.protocols.sync import run_sync
 from testbed.resources import Resources
 from testbed.scenario import Experiment
 
-PROTOCOLS = {"sync": run_sync, "async": run_async}  # by protocol.kind
+PROTOCOLS = {"sync": run_sync, "async": run_async, "hierarchical": run_hierarchical}  # by protocol.kind
 
 
 class Engine:

@@ -31,6 +31,11 @@ EVENT_COLUMNS = ["device", "round", "phase", "start_s", "end_s", "outcome", "rat
 ASYNC_COLUMNS = {"rounds.csv": ["stale", "unfinished", "staleness_mean", "staleness_max"],
                  "events.csv": ["task", "version", "staleness"]}
 
+# Hierarchical aggregation (protocols/hierarchical.py) adds, per cloud round, the edge rounds its edges played and
+# the bytes over the backhaul each way; per phase, the edge it belongs to (-2 - its cell) and the edge round of a
+# device's task (empty on an edge's backhaul rows).
+HIERARCHICAL_COLUMNS = {"rounds.csv": ["edge_rounds", "backhaul_bytes_down", "backhaul_bytes_up"],
+                        "events.csv": ["edge", "edge_round"]}
 
 # Resources add columns only where the scenario models them (testbed/resources/): each phase's joules and each
 # round's (wasted: of cut tasks); online devices kept out by memory or by battery, tasks dropped by an empty
@@ -49,6 +54,7 @@ BATTERY_TABLE = ["round", "t_s", "group", "profile", "level_mean", "level_min", 
 def tables(scenario) -> dict[str, list[str]]:
     """The run's tables and their columns, in the order of a round's rows."""
     extras = [extra for extra, on in ((ASYNC_COLUMNS, scenario.protocol.kind == "async"),
+                                      (HIERARCHICAL_COLUMNS, scenario.protocol.kind == "hierarchical"),
                                       (ENERGY_COLUMNS, scenario.energy_on), (MEMORY_COLUMNS, scenario.memory_on),
                                       (BATTERY_COLUMNS, scenario.batteries_on),
                                       (NETWORK_COLUMNS, scenario.network is not None)) if on]
@@ -171,7 +177,9 @@ class RunWriter:
             summary |= degenerate_rounds(rounds, self.scenario)
             if "energy_J" in rounds:  # the sum of every phase's joules, read exactly as written (float(), not
                 with open(self.path / "events.csv", newline="") as f:  # pandas 2's parser, which may be an ulp off)
-                    summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f))
+                    # rows without joules (the server's work, an edge's backhaul) are nobody's battery
+                    summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f)
+                                                          if row["energy_J"])
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary
 

@@ -19,6 +19,8 @@ from study_tables import plus_minus
 def per_run(run) -> dict:
     setup, _, variant = run.name.partition("-")
     protocol = run.scenario.get("protocol") or {}
+    if "concurrency" in protocol:   # a sweep's name ends in its concurrency: the column says it
+        variant = variant.removesuffix(f"-{protocol['concurrency']}")
     cost = cost_to_accuracy(run.rounds, run.target_accuracy)
     reached = cost["time_s"] is not None
     rounds = run.rounds

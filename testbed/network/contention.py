@@ -69,6 +69,14 @@ class Usage:
 
     rows: list[tuple[str, int, float, float, float]]
 
+    def add(self, direction: str, flows) -> None:
+        """The links' loads of a solve of this direction's flows, between its events."""
+        for k in range(len(flows.event_s)):
+            end = flows.event_s[k + 1] if k + 1 < len(flows.event_s) else math.inf
+            for link in np.flatnonzero(flows.load_Bps[k] > 0).tolist():
+                self.rows.append((direction, link, float(flows.event_s[k]), float(end),
+                                  float(flows.load_Bps[k, link])))
+
 
 def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
             server: bool = True, carried: tuple[Carried, ...] = ()) -> tuple[list[SharedTimeline], Usage]:
@@ -180,10 +188,7 @@ def _transfers(topology: Topology, direction: str, tasks: list[_State], server: 
     for task, flow in zip(flowing, _Solved.each(flows)):
         task.flow[direction] = None
         task.solved(direction, flow)
-    for k in range(len(flows.event_s)):
-        end = flows.event_s[k + 1] if k + 1 < len(flows.event_s) else math.inf
-        for link in np.flatnonzero(flows.load_Bps[k] > 0).tolist():
-            usage.rows.append((direction, link, float(flows.event_s[k]), float(end), float(flows.load_Bps[k, link])))
+    usage.add(direction, flows)
 
 
 @dataclass(frozen=True)

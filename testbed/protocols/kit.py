@@ -1,7 +1,7 @@
 """The kit every protocol shares: all a protocol may ask of the run, typed, and nothing else.
 
-A protocol (sync.py, asynchronous.py) owns the simpy clock and decides who trains when; it plans each task's
-clock first and trains only what the server will use. For everything else it asks the kit:
+A protocol (sync.py, asynchronous.py, hierarchical.py) owns the simpy clock and decides who trains when; it plans
+each task's clock first and trains only what the server will use. For everything else it asks the kit:
 - the run: `scenario`, `fleet`, `strategy`, the `selection` and `strategy_rng` streams, and where it starts
   (`begin`: fresh, or where a checkpoint left it, with what the protocol kept there);
 - who may take a task at t (`online`, `allowed`, `usable`, `excluded`, `census`) and, where nobody can, when the first may
@@ -13,9 +13,10 @@ clock first and trains only what the server will use. For everything else it ask
   over the device's FLOP/s, and its plan on the clock until its device goes offline or its battery empties),
   `drain` (its phases drain batteries), `deliver` (the model as each downlink delivers it),
   `train` (the real training of the updates the server uses, each from the model it was sent) and the server's
-  own work (`server_work`, on its profile's clock);
+  own work (`server_work`, on its profile's clock); `payload_bytes` (a codec's size of the model);
 - the run folder: `round_row` (a row of rounds.csv), `event_row` (a row of events.csv), `scores` (evaluation,
-  when due), `write` (hand a round's rows on);
+  when due), `write` (hand a round's rows on), `close_round` (a synchronous round's end: scored, written,
+  checked, checkpointed where due);
 - the rules: `out_of_time`, `is_last`, `reached_target` (when to stop), `checkpoint_due` and `checkpoint`, and
   `check_finite` (a diverged model stops the run).
 """
@@ -105,7 +106,7 @@ class Kit:
         self.selector = self.scenario.selection.selector()
         self.registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
         self.history = History.empty(self.fleet.n)
-        self.selector.bind(self.registry, self.scenario.stop.max_rounds, self.scenario.updates_per_aggregation)
+        self.selector.bind(self.registry, self.scenario.selection_rounds, self.scenario.updates_per_aggregation)
         network = self.scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
         self.links = LinkLog(self.topology)   # links.csv's rows, as the solves give them
@@ -225,22 +226,23 @@ class Kit:
         self.history.dispatched(np.fromiter((t.device for t in tasks), np.int64, len(tasks)), r)
         return tasks
 
-    def plan_round(self, tasks: dict[int, Task], r: int, t0: float,
-                   carried: dict[int, Planned] | None = None) -> dict[int, Planned]:
+    def plan_round(self, tasks: dict[int, Task], r: int, t0: float, carried: dict[int, Planned] | None = None,
+                   server: bool = True) -> dict[int, Planned]:
         """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r (an asynchronous
         dispatch: of the aggregation its tasks feed). Through shared links, the tasks `carried` in flight at t0
-        are planned again with them, and are in the answer too."""
+        are planned again with them, and are in the answer too; `server`: their transfers go to and from the
+        server (else to their cell's edge server, hierarchical aggregation's)."""
         capacity = self._capacity(r)
         timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
         if self.topology is not None:
-            return self._plan_shared(tasks, timelines, t0, carried or {})
+            return self._plan_shared(tasks, timelines, t0, carried or {}, server)
         ids = np.fromiter(tasks, np.int64, len(tasks))
         ends = np.array([t0 + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
         online_until = self.fleet.availability.online_until_each(ids, t0, ends)
         return {d: self._planned(tasks[d], timelines[d], t0, until) for d, until in zip(tasks, online_until.tolist())}
 
     def _plan_shared(self, tasks: dict[int, Task], timelines: dict[int, Timeline], t0: float,
-                     carried: dict[int, Planned]) -> dict[int, Planned]:
+                     carried: dict[int, Planned], server: bool) -> dict[int, Planned]:
         """plan_round through shared links: every transfer from t0 on solved together (network/contention.py).
         Each device's offline instant is asked for up to the instant its task needs it (as the private plan
         does, not re-sampling the fleet past the horizon for devices online beyond it), again where the shared
@@ -256,7 +258,7 @@ class Kit:
             until = answer
             kept = tuple(Carried(d, p.timeline, u) for (d, p), u in zip(carried.items(), until.tolist()))
             shared, usage = contend(self.topology, t0, ids[len(carried):], list(timelines.values()),
-                                    until[len(carried):], carried=kept)
+                                    until[len(carried):], server, kept)
             ends = np.array([tl.starts[0] + sum(tl.seconds) for tl in shared])
             ends = np.where(np.isfinite(ends), ends, until)   # a cut task needed its device up to the cut
             if (ends <= need).all():
@@ -300,6 +302,10 @@ class Kit:
         seconds = (latency + bytes_down / down_Bps, compute_seconds(flops, capacity_flops_per_s),
                    latency + bytes_up / up_Bps)
         return Timeline(bytes_down, flops, bytes_up, latency, down_Bps, up_Bps, seconds)
+
+    def payload_bytes(self, codec) -> int:
+        """The size of the model's payload through this codec (a hierarchical backhaul's transfers)."""
+        return self._nbytes(codec)
 
     def _nbytes(self, codec) -> int:
         """A codec's payload size for this model; computed once where it depends on the shapes alone."""
@@ -417,6 +423,20 @@ class Kit:
     def write(self, row: dict, events: list[dict]) -> None:
         """Hand round r's row and event rows to the run folder."""
         self._on_round(row, events)
+
+    def close_round(self, r: int, state: ServerState, metrics: dict, row: dict, events: list[dict],
+                    t_previous: float, now: float) -> bool:
+        """The end of synchronous round r at `now` (the previous one ended at t_previous): the model scored where
+        due, the round's rows written, the model checked, a checkpoint where due; True where the run stops here
+        (the target reached)."""
+        scores = self.scores(state, r, t_previous, now, final=self.is_last(r))
+        self.write(row | scores, events)
+        self.check_finite(r, metrics, scores)
+        if self.reached_target(scores):
+            return True
+        if not self.is_last(r) and self.checkpoint_due(r - 1, r):
+            self.checkpoint(r, now, state, finished=False)
+        return False
 
     # ---- the rules ----------------------------------------------------------------------------------------
     def out_of_time(self, t: float) -> bool:

@@ -130,19 +130,13 @@ def run_sync(kit: Kit, env: simpy.Environment):
                             metrics=metrics, depleted=depleted)
         row["server_flops"] = server_flops
         row |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # e.g. pruning.csv, (re)written
-        scores = kit.scores(state, r, t_previous, env.now, final=kit.is_last(r))
-        t_previous = env.now
-        row |= scores
         events = [kit.event_row(r, p, "probe", None) for p, _, _ in probe.phases]
         events += [kit.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device], planned[p.device].timeline)
                    for p in phases]
-        kit.write(row, events + server_rows)
-        kit.check_finite(r, metrics, scores)
-        played = r
-        if kit.reached_target(scores):
+        played, stop = r, kit.close_round(r, state, metrics, row, events + server_rows, t_previous, env.now)
+        t_previous = env.now
+        if stop:
             break
-        if not kit.is_last(r) and kit.checkpoint_due(r - 1, r):
-            kit.checkpoint(r, env.now, state, finished=False)
     kit.checkpoint(played, env.now, state, finished=True)
 
 

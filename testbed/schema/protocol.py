@@ -1,6 +1,7 @@
-"""The `protocol:` section: synchronous rounds (the default) or asynchronous aggregation on the same clock.
+"""The `protocol:` section: synchronous rounds (the default), asynchronous aggregation, or hierarchical
+aggregation through the cells' edge servers, on the same clock.
 
-Semantics of each: testbed/protocols/sync.py and testbed/protocols/asynchronous.py.
+Semantics of each: testbed/protocols/sync.py, asynchronous.py and hierarchical.py.
 """
 from __future__ import annotations
 
@@ -75,4 +76,12 @@ class AsyncProtocol(Strict):
         return self
 
 
-Protocol = Annotated[Union[SyncProtocol, AsyncProtocol], Field(discriminator="kind")]
+class HierarchicalProtocol(Strict):
+    """HierFAVG: each cell's edge server plays edge_rounds (kappa_2) synchronous rounds, as `round:` sets them,
+    among its cell's devices, then the cloud aggregates the edges (network.cells, each kind with a backhaul)."""
+
+    kind: Literal["hierarchical"]
+    edge_rounds: PositiveInt = 2
+
+
+Protocol = Annotated[Union[SyncProtocol, AsyncProtocol, HierarchicalProtocol], Field(discriminator="kind")]

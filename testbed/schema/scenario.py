@@ -54,9 +54,15 @@ class Scenario(Strict):
     def updates_per_aggregation(self) -> int:
         """K: the updates a round waits for (sync), or the buffer (async; the concurrency where only a period
         triggers aggregation)."""
-        if self.protocol.kind == "sync":
+        if self.protocol.kind != "async":   # sync, and each edge round of hierarchical aggregation
             return self.round.clients_per_round
         return self.protocol.buffer_size or self.protocol.concurrency
+
+    @property
+    def selection_rounds(self) -> int:
+        """The rounds a selector picks for (its bind): stop.max_rounds, each of edge_rounds edge rounds in
+        hierarchical aggregation."""
+        return self.stop.max_rounds * (self.protocol.edge_rounds if self.protocol.kind == "hierarchical" else 1)
 
     @model_validator(mode="after")
     def _local_steps_where_counted(self):
@@ -74,7 +80,7 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _protocol_fits(self):
-        if self.protocol.kind == "sync":
+        if self.protocol.kind in ("sync", "hierarchical"):
             if self.round is None:
                 raise ValueError("round: required for synchronous rounds; add round: {clients_per_round: 10}")
             if self.round.deadline_s is None and self.selection.selector().needs_deadline():
@@ -114,6 +120,35 @@ class Scenario(Strict):
                 if getattr(g, field) is not None:
                     raise ValueError(f"fleet.groups.{i}.{field}: shared links (network:) do not yet combine with "
                                      f"{what}; remove fleet.groups.{i}.{field} or the network section")
+        return self
+
+    @model_validator(mode="after")
+    def _hierarchy_fits(self):
+        """Hierarchical aggregation: every device in a cell whose kind has a backhaul, a cloud rule that takes
+        the edges' model deltas as updates, and a selection that needs no probe."""
+        if self.protocol.kind != "hierarchical":
+            return self
+        if self.network is None:
+            raise ValueError("network: hierarchical aggregation needs cells, whose edge servers the devices report "
+                             "to; add network.cells, e.g. [{count: 10, down_Bps: 1.9e7, up_Bps: 6.5e6, groups: [0], "
+                             "backhaul: {down_Bps: 1.25e6, up_Bps: 1.25e6, latency_s: 0.05}}]")
+        in_cells = {g for cell in self.network.cells for g in cell.groups}
+        for i in range(len(self.fleet.groups)):
+            if i not in in_cells:
+                raise ValueError(f"fleet.groups.{i}: its devices are in no cell, and hierarchical aggregation has "
+                                 f"them report to their cell's edge server; add {i} to a network.cells kind's groups")
+        for k, cell in enumerate(self.network.cells):
+            if cell.backhaul is None:
+                raise ValueError(f"network.cells.{k}.backhaul: its edge servers need a link to the cloud; add "
+                                 "backhaul: {down_Bps: ..., up_Bps: ..., latency_s: ...}")
+        if "buffered" not in self.algorithm.asynchronous():
+            raise ValueError(f"protocol: the cloud aggregates the edges' model deltas as updates, which "
+                             f"{self.algorithm.name}'s server cannot take; use protocol kind sync, or one of: "
+                             f"{', '.join(runs_async())}")
+        if self.selection.selector().async_refusal():
+            raise ValueError(f"selection.options: '{self.selection.name}' asks for a probe at a round's start, which "
+                             "an edge round does not run; change the option (e.g. loss: reported) or use protocol "
+                             "kind sync")
         return self
 
     @model_validator(mode="after")

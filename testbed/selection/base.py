@@ -110,7 +110,8 @@ class Selector(ABC):
 
     def bind(self, registry: Registry, rounds: int, clients_per_round: int) -> None:
         """Called once before the first selection, with what the run declares: the devices' registration, the
-        rounds (stop.max_rounds) and K. Default: nothing."""
+        rounds (stop.max_rounds; times protocol.edge_rounds in hierarchical aggregation, whose edges each pick
+        for every edge round) and K. Default: nothing."""
 
     @abstractmethod
     def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
