@@ -43,7 +43,8 @@ import torch
 
 from testbed.algorithms.base import Failure, Task
 from testbed.clock import TaskPlan, Timeline
-from testbed.protocols.kit import Kit, Planned
+from testbed.protocols.kit import Kit
+from testbed.protocols.planning import Planned
 from testbed.selection import Outcome
 
 

@@ -44,7 +44,8 @@ from testbed.clock import Phase
 from testbed.network import fluid
 from testbed.network.contention import Usage
 from testbed.payload import CODECS, transmit
-from testbed.protocols.kit import Kit, Planned
+from testbed.protocols.kit import Kit
+from testbed.protocols.planning import Planned
 from testbed.protocols.sync import RoundPlay, idle_waits, outcomes, play_round
 
 FIRST_EDGE = -2   # events.csv's device of the edge server of cell c is FIRST_EDGE - c

@@ -1,0 +1,135 @@
+"""How a task plays out on the clock: its timeline (bytes over the links, FLOPs over the device's FLOP/s at its
+capability tier) and its plan until its device goes offline or its battery empties (clock.plan_task), for the
+tasks dispatched at one instant together; through shared links (testbed/network/) their transfers are solved
+together, with the tasks still in flight where an asynchronous dispatch carries them. A part of the kit
+(kit.py): Kit is a TaskPlanning, whose attributes below it sets.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import devices
+from testbed.algorithms.base import Task
+from testbed.clock import TaskPlan, Timeline, plan_task
+from testbed.flops import compute_seconds, training_flops
+from testbed.network.contention import Carried, contend
+from testbed.network.linklog import LinkLog
+from testbed.network.topology import Topology
+from testbed.resources import Resources
+from testbed.resources.timing import varying_timeline
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A task as planned at dispatch: what it costs, and how it plays out on the clock."""
+
+    task: Task
+    timeline: Timeline
+    plan: TaskPlan
+    battery_cut: bool   # its device is lost when its battery empties, before its on-interval ends
+
+
+
+class TaskPlanning:
+    """plan_round and what it is made of; `timeline` (a device's phases for given bytes and FLOPs, e.g. a probe's)
+    and `payload_bytes` (a codec's size of the model)."""
+
+    fleet: devices.Fleet
+    topology: Topology | None           # None: every device on links of its own
+    links: LinkLog                      # links.csv's rows, as the solves give them
+    _resources: Resources
+    _shapes: dict                       # the model's parameter shapes
+    _forward_flops: int                 # a sample's forward pass
+    _capacity_of: tuple                 # (key, (n,) FLOP/s) of the last _capacity call
+    _payload_sizes: dict                # codec -> bytes, where it depends on the shapes alone
+
+    def plan_round(self, tasks: dict[int, Task], r: int, t0: float, carried: dict[int, Planned] | None = None,
+                   server: bool = True) -> dict[int, Planned]:
+        """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r (an asynchronous
+        dispatch: of the aggregation its tasks feed). Through shared links, the tasks `carried` in flight at t0
+        are planned again with them, and are in the answer too; `server`: their transfers go to and from the
+        server (else to their cell's edge server, hierarchical aggregation's)."""
+        capacity = self._capacity(r)
+        timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
+        if self.topology is not None:
+            return self._plan_shared(tasks, timelines, t0, carried or {}, server)
+        ids = np.fromiter(tasks, np.int64, len(tasks))
+        ends = np.array([t0 + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
+        online_until = self.fleet.availability.online_until_each(ids, t0, ends)
+        return {d: self._planned(tasks[d], timelines[d], t0, until) for d, until in zip(tasks, online_until.tolist())}
+
+    def _plan_shared(self, tasks: dict[int, Task], timelines: dict[int, Timeline], t0: float,
+                     carried: dict[int, Planned], server: bool) -> dict[int, Planned]:
+        """plan_round through shared links: every transfer from t0 on solved together (network/contention.py).
+        Each device's offline instant is asked for up to the instant its task needs it (as the private plan
+        does, not re-sampling the fleet past the horizon for devices online beyond it), again where the shared
+        links made a task last longer than that. A carried task's device is online from its dispatch to t0, so its
+        on-interval's end is its offline instant."""
+        ids = np.fromiter([*carried, *tasks], np.int64, len(carried) + len(tasks))
+        need = np.array([p.plan.end_s for p in carried.values()] + [t0 + sum(tl.seconds) for tl in timelines.values()])
+        until = None
+        while True:
+            answer = self.fleet.availability.online_until_each(ids, t0, need)
+            if until is not None and np.array_equal(answer, until):
+                break
+            until = answer
+            kept = tuple(Carried(d, p.timeline, u) for (d, p), u in zip(carried.items(), until.tolist()))
+            shared, usage = contend(self.topology, t0, ids[len(carried):], list(timelines.values()),
+                                    until[len(carried):], server, kept)
+            ends = np.array([tl.starts[0] + sum(tl.seconds) for tl in shared])
+            ends = np.where(np.isfinite(ends), ends, until)   # a cut task needed its device up to the cut
+            if (ends <= need).all():
+                break
+            need = np.maximum(need, ends)
+        self.links.solved(usage, t0)
+        again = {c.device: Planned(carried[c.device].task, tl, plan_task(c.device, tl.starts[0], tl.seconds,
+                                                                         c.offline_at), False)
+                 for c, tl in zip(kept, shared)}
+        return again | {d: self._planned(tasks[d], tl, t0, u)
+                        for d, tl, u in zip(tasks, shared[len(kept):], until[len(carried):].tolist())}
+
+    def _capacity(self, r: int) -> np.ndarray:
+        """Every device's FLOP/s at the capability tier of round (aggregation) r; kept for the next call, since
+        an asynchronous run plans many dispatches for one aggregation, and for every round where no group
+        redraws its tiers (an O(n) array, which an asynchronous run with K = 100 would build every 100 updates)."""
+        key = r if self.fleet.tiers_change_each_round else 0
+        if self._capacity_of[0] != key:
+            self._capacity_of = (key, self.fleet.train_flops_per_s(r))
+        return self._capacity_of[1]
+
+    def _planned(self, task: Task, timeline: Timeline, t0: float, online_until: float) -> Planned:
+        offline_at, battery_cut = self._resources.offline_at(task.device, t0, timeline.seconds, online_until)
+        return Planned(task, timeline, plan_task(task.device, t0, timeline.seconds, offline_at), battery_cut)
+
+    def _timeline(self, task: Task, capacity_flops_per_s: float, t0: float) -> Timeline:
+        """The task's bytes, FLOPs and phase durations, dispatched at t0 (which matters where rates fluctuate)."""
+        flops = training_flops(task.forward_flops or self._forward_flops, task.samples_processed)
+        return self.timeline(task.device, self._nbytes(task.down), flops, self._nbytes(task.up),
+                             capacity_flops_per_s, t0)
+
+    def timeline(self, d: int, bytes_down: int, flops: int, bytes_up: int, capacity_flops_per_s: float,
+                 t0: float) -> Timeline:
+        """Device d's phase durations for these bytes and FLOPs, from t0: a task's, or a probe's."""
+        fleet = self.fleet
+        latency, down_Bps, up_Bps = float(fleet.latency_s[d]), float(fleet.down_Bps[d]), float(fleet.up_Bps[d])
+        if self._resources.varying:
+            compute_seconds(flops, capacity_flops_per_s)  # its checks
+            return varying_timeline(d, t0, bytes_down, flops, bytes_up, latency, down_Bps, up_Bps,
+                                    capacity_flops_per_s, fleet.speed, fleet.bandwidth)
+        seconds = (latency + bytes_down / down_Bps, compute_seconds(flops, capacity_flops_per_s),
+                   latency + bytes_up / up_Bps)
+        return Timeline(bytes_down, flops, bytes_up, latency, down_Bps, up_Bps, seconds)
+
+    def payload_bytes(self, codec) -> int:
+        """The size of the model's payload through this codec (a hierarchical backhaul's transfers)."""
+        return self._nbytes(codec)
+
+    def _nbytes(self, codec) -> int:
+        """A codec's payload size for this model; computed once where it depends on the shapes alone."""
+        if not codec.depends_only_on_shapes:
+            return codec.nbytes(self._shapes)
+        if codec not in self._payload_sizes:
+            self._payload_sizes[codec] = codec.nbytes(self._shapes)
+        return self._payload_sizes[codec]
