@@ -269,7 +269,14 @@ def _folders(runs: RunFolders) -> list[Path]:
 
 
 def _targets(targets: float | Iterable[float] | None) -> list[float] | None:
-    return None if targets is None else [targets] if isinstance(targets, (int, float)) else list(targets)
+    """The target accuracies as a list; one outside [0, 1] (90 for 90%) is refused naming it."""
+    if targets is None:
+        return None
+    targets = [targets] if isinstance(targets, (int, float)) else list(targets)
+    wrong = [t for t in targets if not 0 <= t <= 1]
+    if wrong:
+        raise TestbedError(f"target accuracy {wrong[0]!r} is outside [0, 1]; give it as a fraction, e.g. 0.9")
+    return targets
 
 
 def _write_report(folders: list[Path], out: Path) -> Report:
