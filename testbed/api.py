@@ -226,25 +226,26 @@ def compare(runs: RunFolders, *, out: str | Path = "compare", targets: float | I
 
 
 def _validated(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[Scenario, str]:
-    """The scenario validated, and how errors name it (the file, or 'scenario')."""
-    from testbed import scenario as sc
-
-    if isinstance(scenario, sc.Scenario) and not overrides and seed is None:
+    """The scenario validated, and how errors name it (the file, or 'scenario'). A file is read (and its
+    overrides applied) before the schema is imported, which imports torch: a malformed file is answered at once."""
+    if _is_scenario(scenario) and not overrides and seed is None:
         return scenario, f"scenario {scenario.name}"
     raw, source, base_dir = _raw(scenario, overrides, seed)
+    from testbed import scenario as sc
+
     return sc.validate(raw, source, base_dir), source
 
 
 def _raw(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[dict, str, Path]:
     """The scenario as a dict with the overrides (then the seed) applied, how errors name it, and the folder its
     relative paths resolve against."""
-    from testbed import scenario as sc
+    from testbed import scenario_file as sc  # reading alone: yaml, not the schema
 
     if isinstance(scenario, (str, Path)):
         raw, source, base_dir = sc.read_yaml(scenario), str(scenario), Path(scenario).parent
     elif isinstance(scenario, dict):
         raw, source, base_dir = copy.deepcopy(scenario), "scenario", Path(".")
-    elif isinstance(scenario, sc.Scenario):
+    elif _is_scenario(scenario):
         raw, source, base_dir = scenario.model_dump(mode="json"), f"scenario {scenario.name}", Path(".")
     else:
         kind = type(scenario).__name__
@@ -258,6 +259,15 @@ def _raw(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tupl
     if seed is not None:
         sc.set_path(raw, "seed", seed, "seed")
     return raw, source, base_dir
+
+
+def _is_scenario(scenario) -> bool:
+    """Whether it is a validated Scenario; a path or a dict is told apart without importing the schema (torch)."""
+    if isinstance(scenario, (str, Path, dict)):
+        return False
+    from testbed.scenario import Scenario
+
+    return isinstance(scenario, Scenario)
 
 
 def _folders(runs: RunFolders) -> list[Path]:

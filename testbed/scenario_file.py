@@ -2,19 +2,20 @@
 
 Every problem becomes a one-line TestbedError naming the file, the field path and the fix (testbed/schema/errors.py
 words pydantic's errors). A key given twice in a mapping is refused (YAML says keys are unique; PyYAML would keep
-the last silently).
+the last silently). Reading and overriding import yaml alone, the schema (which imports torch, through the
+algorithms) only once the file reads as a mapping: a malformed file is answered at once.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
-from pydantic import ValidationError
 
-from testbed import plugins
 from testbed.errors import TestbedError
-from testbed.schema.errors import describe
-from testbed.schema.scenario import Scenario
+
+if TYPE_CHECKING:
+    from testbed.schema.scenario import Scenario
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -103,6 +104,12 @@ def _slot(node, part: str, origin: str) -> str | int:
 
 
 def validate(raw: dict, source: str = "scenario", base_dir: Path = Path(".")) -> Scenario:
+    from pydantic import ValidationError
+
+    from testbed import plugins
+    from testbed.schema.errors import describe
+    from testbed.schema.scenario import Scenario
+
     plugins.import_also_from(base_dir)  # code a scenario names may sit beside it
     try:
         return Scenario.model_validate(raw, context={"base_dir": base_dir})
