@@ -72,10 +72,12 @@ def claim(folder: Path, scenario, resume: bool, overwrite: bool) -> dict | None:
     """Make the run folder ready for a run of `scenario`, so that no run is ever replaced silently. The summary of
     this scenario's completed run where the folder holds one and the run neither resumes nor overwrites (it is
     done: nothing to run, nothing rewritten); None where the run goes ahead: the folder holds no run
-    (no scenario.resolved.yaml), resume goes on with it, or overwrite deleted it. Refused in one line where it
-    holds another scenario's run, or this scenario's unfinished one."""
+    (no scenario.resolved.yaml), resume goes on with it (a checkpoint checks its own scenario, checkpoint.load;
+    without one, resume starts this scenario over from round 1), or overwrite deleted it. Refused in one line
+    where it holds another scenario's run (resume without a checkpoint included), or this scenario's unfinished
+    one."""
     held = folder / "scenario.resolved.yaml"
-    if resume or not held.is_file():
+    if not held.is_file() or (resume and (folder / ckpt.FILE).is_file()):
         return None
     if overwrite:
         shutil.rmtree(folder)  # all of it: a table the new run does not write (battery.csv) must not outlive it
@@ -89,6 +91,8 @@ def claim(folder: Path, scenario, resume: bool, overwrite: bool) -> dict | None:
         raise TestbedError(f"{folder}: holds a run of another scenario ({first_difference(before, now)}); run "
                            "into another --out, or replace it with --overwrite (--resume goes on with the same "
                            "scenario only)")
+    if resume:
+        return None
     summary = folder / "summary.json"
     status = json.loads(summary.read_text()).get("status", "unknown") if summary.is_file() else "no summary.json"
     if status != "completed":

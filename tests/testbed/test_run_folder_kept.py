@@ -80,3 +80,14 @@ def test_python_reads_a_completed_run_back_and_seeds_run_only_the_missing_ones(t
     with pytest.raises(TestbedError, match="holds a run of another scenario"):
         testbed.run(tiny, set={"client.lr": 0.02}, seeds=[2, 1], out=tmp_path, quiet=True)
     assert not (tmp_path / "tiny" / "2").exists()
+
+
+def test_resume_without_a_checkpoint_goes_on_only_with_the_same_scenario(tiny, tmp_path, capsys):
+    run = testbed.run(tiny, out=tmp_path, quiet=True, plots=False)
+    (run.path / "checkpoint.pt").unlink()  # a run killed before its first checkpoint has none
+    before = _files(run.path)
+    with pytest.raises(TestbedError, match=r"holds a run of another scenario \(client\.lr: 0\.01 there, 0\.02 now\)"):
+        testbed.run(tiny, set={"client.lr": 0.02}, out=tmp_path, quiet=True, resume=True)
+    assert _files(run.path) == before
+    again = testbed.run(tiny, out=tmp_path, quiet=True, plots=False, resume=True)  # from round 1, as before
+    assert again.summary == run.summary and again.rounds.equals(run.rounds) and not again.done_before
