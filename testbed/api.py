@@ -71,6 +71,7 @@ class Run:
     devices: pd.DataFrame        # devices.csv: one row per device; empty where the folder has none
     battery: pd.DataFrame | None = None   # battery.csv, where some device group has a battery
     report: Report | None = None          # the report run() wrote with the run; None from load_run
+    done_before: bool = False             # run() found this scenario's completed run there: ran and rewrote nothing
 
     def __repr__(self) -> str:
         s, summary = self.scenario, self.summary
@@ -96,32 +97,55 @@ def validate(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = 
 
 
 def run(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None, seeds: Iterable[int] | None = None,
-        out: str | Path = "runs", quiet: bool = False, resume: bool = False, plots: bool = True, jobs: int = 1,
-        ray: str | None = None) -> Run | list[Run]:
+        out: str | Path = "runs", quiet: bool = False, resume: bool = False, overwrite: bool = False,
+        plots: bool = True, jobs: int = 1, ray: str | None = None) -> Run | list[Run]:
     """Run the scenario into out/<name>/<seed>/ and read the folder back (`testbed run`). plots: write its
     report (the time-to-accuracy table tta.csv and the figures) into the folder's plots/, as the command line
-    does. quiet: no progress bar. resume: go on from the folder's checkpoint (from round 1 where it has none);
-    without it an existing folder is overwritten. A run that fails raises TestbedError; its folder keeps the
-    rounds it did and says how it ended.
+    does. quiet: no progress bar. resume: go on from the folder's checkpoint (from round 1 where it has none).
+    A folder that already holds a run is never replaced silently: this scenario's completed run is read back as
+    it is, said in a line (done_before, no report, nothing rewritten); another scenario's run, or this one's
+    unfinished run, is refused unless resume (the same scenario) or overwrite (the folder is deleted first). A
+    run that fails raises TestbedError; its folder keeps the rounds it did and says how it ended.
     seeds: one run per seed, `jobs` at a time in local processes or as Ray tasks at the address `ray` ('local'
     starts Ray here), with a line as each ends instead of progress bars, and one report over them in
     out/<name>/plots/; returns their Runs in the seeds' order, each holding that report, or raises RunsFailed,
     which holds those that completed."""
+    if resume and overwrite:
+        raise TestbedError("resume and overwrite: give one of them (resume goes on with a run, overwrite replaces it)")
     if seeds is not None:
-        return _run_seeds(scenario, set, seed, list(seeds), out, resume, plots, jobs, ray)
+        return _run_seeds(scenario, set, seed, list(seeds), out, resume, overwrite, plots, jobs, ray)
     if jobs > 1 or ray is not None:
         raise TestbedError("jobs and ray run several seeds at once: give seeds too, e.g. seeds=[0, 1, 2]")
     from testbed.runner import run_scenario
 
     validated, source = _validated(scenario, set, seed)
+    if _done_before([validated], out, resume, overwrite):
+        return replace(load_run(_folder_of(validated, out)), done_before=True)
     folder, _ = run_scenario(validated, source, out, quiet, resume)
     return replace(load_run(folder), report=_write_report([folder], folder / "plots") if plots else None)
 
 
-def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, seeds: list[int], out: str | Path,
-               resume: bool, plots: bool, jobs: int, ray: str | None) -> list[Run]:
-    from testbed.parallel import Job, progress_printer, run_jobs
+def _folder_of(scenario: Scenario, out: str | Path) -> Path:
     from testbed.runlog import run_folder
+
+    return run_folder(out, scenario)
+
+
+def _done_before(scenarios: list[Scenario], out: str | Path, resume: bool, overwrite: bool) -> set[int]:
+    """The seeds of the scenarios whose run folder holds their completed run already, each said in one line; every
+    folder is claimed (runlog.claim) before a line is said, so that one refused leaves them all as they were."""
+    from testbed.runlog import claim
+
+    done = {s.seed: _folder_of(s, out) for s in scenarios if claim(_folder_of(s, out), s, resume, overwrite)}
+    for folder in done.values():
+        print(f"{folder}: holds this scenario's completed run already; nothing run or rewritten (--overwrite runs "
+              "it again)")
+    return set(done)
+
+
+def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, seeds: list[int], out: str | Path,
+               resume: bool, overwrite: bool, plots: bool, jobs: int, ray: str | None) -> list[Run]:
+    from testbed.parallel import Job, progress_printer, run_jobs
 
     if seed is not None:
         raise TestbedError("seed and seeds: give one of them")
@@ -129,11 +153,15 @@ def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, s
     if twice or not seeds:
         raise TestbedError(f"seeds: {twice[0]} is listed twice" if twice else "seeds: empty; list at least one")
     validated = [_validated(scenario, overrides, s) for s in seeds]
+    done = _done_before([s for s, _ in validated], out, resume, overwrite)
+    todo = [(s, source) for s, source in validated if s.seed not in done]
     outcomes = run_jobs([Job(s, f"{source} (seed {s.seed})", Path(out), resume, f"seed {s.seed}")
-                         for s, source in validated], jobs, ray, progress_printer(len(validated)))
-    folders = [run_folder(out, o.job.scenario) for o in outcomes if o.error is None]
+                         for s, source in todo], jobs, ray, progress_printer(len(todo))) if todo else []
+    completed = {o.job.scenario.seed for o in outcomes if o.error is None} | done
+    kept = [s for s, _ in validated if s.seed in completed]  # in the seeds' order
+    folders = [_folder_of(s, out) for s in kept]
     written = _write_report(folders, folders[0].parent / "plots") if folders and plots else None
-    runs = [replace(load_run(folder), report=written) for folder in folders]
+    runs = [replace(load_run(folder), report=written, done_before=s.seed in done) for s, folder in zip(kept, folders)]
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         raise RunsFailed(f"{len(failed)} of {len(outcomes)} runs did not complete "
@@ -198,25 +226,26 @@ def compare(runs: RunFolders, *, out: str | Path = "compare", targets: float | I
 
 
 def _validated(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[Scenario, str]:
-    """The scenario validated, and how errors name it (the file, or 'scenario')."""
-    from testbed import scenario as sc
-
-    if isinstance(scenario, sc.Scenario) and not overrides and seed is None:
+    """The scenario validated, and how errors name it (the file, or 'scenario'). A file is read (and its
+    overrides applied) before the schema is imported, which imports torch: a malformed file is answered at once."""
+    if _is_scenario(scenario) and not overrides and seed is None:
         return scenario, f"scenario {scenario.name}"
     raw, source, base_dir = _raw(scenario, overrides, seed)
+    from testbed import scenario as sc
+
     return sc.validate(raw, source, base_dir), source
 
 
 def _raw(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[dict, str, Path]:
     """The scenario as a dict with the overrides (then the seed) applied, how errors name it, and the folder its
     relative paths resolve against."""
-    from testbed import scenario as sc
+    from testbed import scenario_file as sc  # reading alone: yaml, not the schema
 
     if isinstance(scenario, (str, Path)):
         raw, source, base_dir = sc.read_yaml(scenario), str(scenario), Path(scenario).parent
     elif isinstance(scenario, dict):
         raw, source, base_dir = copy.deepcopy(scenario), "scenario", Path(".")
-    elif isinstance(scenario, sc.Scenario):
+    elif _is_scenario(scenario):
         raw, source, base_dir = scenario.model_dump(mode="json"), f"scenario {scenario.name}", Path(".")
     else:
         kind = type(scenario).__name__
@@ -232,6 +261,15 @@ def _raw(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tupl
     return raw, source, base_dir
 
 
+def _is_scenario(scenario) -> bool:
+    """Whether it is a validated Scenario; a path or a dict is told apart without importing the schema (torch)."""
+    if isinstance(scenario, (str, Path, dict)):
+        return False
+    from testbed.scenario import Scenario
+
+    return isinstance(scenario, Scenario)
+
+
 def _folders(runs: RunFolders) -> list[Path]:
     """Run folders from paths and Runs, one or several."""
     many = [runs] if isinstance(runs, (str, Path, Run)) else list(runs)
@@ -241,7 +279,14 @@ def _folders(runs: RunFolders) -> list[Path]:
 
 
 def _targets(targets: float | Iterable[float] | None) -> list[float] | None:
-    return None if targets is None else [targets] if isinstance(targets, (int, float)) else list(targets)
+    """The target accuracies as a list; one outside [0, 1] (90 for 90%) is refused naming it."""
+    if targets is None:
+        return None
+    targets = [targets] if isinstance(targets, (int, float)) else list(targets)
+    wrong = [t for t in targets if not 0 <= t <= 1]
+    if wrong:
+        raise TestbedError(f"target accuracy {wrong[0]!r} is outside [0, 1]; give it as a fraction, e.g. 0.9")
+    return targets
 
 
 def _write_report(folders: list[Path], out: Path) -> Report:

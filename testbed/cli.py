@@ -23,12 +23,14 @@ def _run(args) -> None:
         raise TestbedError("--seed and --seeds: give one of them")
     try:
         result = api.run(args.file, set=args.set or [], seed=args.seed, seeds=args.seeds, out=args.out,
-                         quiet=args.quiet, resume=args.resume, jobs=args.jobs, ray=args.ray)
+                         quiet=args.quiet, resume=args.resume, overwrite=args.overwrite, jobs=args.jobs, ray=args.ray)
     except api.RunsFailed as err:
         _print_seeds(err.runs)
         raise
     if args.seeds is not None:
         return _print_seeds(result)
+    if result.done_before:  # api.run said so in its one line
+        return
     summary = result.summary
     print(f"\nrun folder: {result.path} ({_protocol(result.scenario)})")
     print(f"non-IID degree: {summary['non_iid_degree']:.3f} (mean JS divergence of the devices' labels to all "
@@ -144,7 +146,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a scenario field")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--resume", action="store_true", help="go on from the run folder's checkpoint after a crash "
-                     "(from round 1 where it has none); without it an existing run folder is overwritten")
+                     "(from round 1 where it has none); without it or --overwrite, a run folder that holds another "
+                     "run is refused, and one that holds this scenario's completed run is left as it is")
+    run.add_argument("--overwrite", action="store_true", help="delete the run folder's run, if any, and run again")
     _parallel_options(run)
     run.set_defaults(handler=_run)
     val = sub.add_parser("validate", help="check scenario files without running them")

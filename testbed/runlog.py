@@ -9,6 +9,7 @@ import io
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,48 @@ def run_folder(out_root: str | Path, scenario) -> Path:
 def resolved(scenario) -> str:
     """The scenario with every default filled in, as scenario.resolved.yaml holds it."""
     return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+
+
+def claim(folder: Path, scenario, resume: bool, overwrite: bool) -> dict | None:
+    """Make the run folder ready for a run of `scenario`, so that no run is ever replaced silently. The summary of
+    this scenario's completed run where the folder holds one and the run neither resumes nor overwrites (it is
+    done: nothing to run, nothing rewritten); None where the run goes ahead: the folder holds no run
+    (no scenario.resolved.yaml), resume goes on with it (a checkpoint checks its own scenario, checkpoint.load;
+    without one, resume starts this scenario over from round 1), or overwrite deleted it. Refused in one line
+    where it holds another scenario's run (resume without a checkpoint included), or this scenario's unfinished
+    one."""
+    held = folder / "scenario.resolved.yaml"
+    if not held.is_file() or (resume and (folder / ckpt.FILE).is_file()):
+        return None
+    if overwrite:
+        shutil.rmtree(folder)  # all of it: a table the new run does not write (battery.csv) must not outlive it
+        return None
+    try:
+        before = yaml.safe_load(held.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError):
+        before = None
+    now = scenario.model_dump(mode="json")
+    if before != now:
+        raise TestbedError(f"{folder}: holds a run of another scenario ({first_difference(before, now)}); run "
+                           "into another --out, or replace it with --overwrite (--resume goes on with the same "
+                           "scenario only)")
+    if resume:
+        return None
+    summary = folder / "summary.json"
+    status = json.loads(summary.read_text()).get("status", "unknown") if summary.is_file() else "no summary.json"
+    if status != "completed":
+        raise TestbedError(f"{folder}: holds an unfinished run of this scenario ({status.split(':')[0]}); go on with "
+                           "--resume, or start over with --overwrite")
+    return json.loads(summary.read_text())
+
+
+def first_difference(before, now: dict) -> str:
+    """The first field (in name order) where two resolved scenarios differ, as 'field: before there, now now'."""
+    if not isinstance(before, dict):
+        return "its scenario.resolved.yaml does not read back as a scenario"
+    flat_before, flat_now = (pd.json_normalize(d, sep=".").iloc[0].to_dict() for d in (before, now))
+    field = next(k for k in sorted(flat_before.keys() | flat_now.keys()) if flat_before.get(k) != flat_now.get(k))
+    return f"{field}: {flat_before.get(field)!r} there, {flat_now.get(field)!r} now"
 
 
 RESUMED_NUMERIC = {"rounds.csv": ROUNDS_NUMERIC, "events.csv": EVENTS_NUMERIC}

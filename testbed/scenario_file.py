@@ -1,27 +1,55 @@
 """A scenario file to a validated Scenario: YAML reading, `--set a.b=value` overrides, validation.
 
 Every problem becomes a one-line TestbedError naming the file, the field path and the fix (testbed/schema/errors.py
-words pydantic's errors).
+words pydantic's errors). A key given twice in a mapping is refused (YAML says keys are unique; PyYAML would keep
+the last silently). Reading and overriding import yaml alone, the schema (which imports torch, through the
+algorithms) only once the file reads as a mapping: a malformed file is answered at once.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
-from pydantic import ValidationError
 
-from testbed import plugins
 from testbed.errors import TestbedError
-from testbed.schema.errors import describe
-from testbed.schema.scenario import Scenario
+
+if TYPE_CHECKING:
+    from testbed.schema.scenario import Scenario
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping. A merge key's (<<) values may be overridden:
+    that is what merging is for."""
+
+    def construct_mapping(self, node, deep=False):
+        lines = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = lines.get(key)
+            except TypeError:  # an unhashable key: PyYAML's own error names it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice in one mapping, first at line {first}; keep one of them",
+                    key_node.start_mark)
+            lines[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
 
 
 def read_yaml(path: str | Path) -> dict:
     path = Path(path)
+    if path.is_dir():
+        example = next(iter(sorted(path.glob("*.yaml")) + sorted(path.glob("*.yml"))), None)
+        raise TestbedError(f"{path}: a directory, not a scenario file; give a YAML file"
+                           + (f", e.g. {example}" if example else ""))
     if not path.is_file():
         raise TestbedError(f"{path}: no such scenario file")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except UnicodeDecodeError as err:
         raise TestbedError(f"{path}: not UTF-8 text (byte {err.start}); save the scenario as UTF-8 YAML") from None
     except yaml.YAMLError as err:
@@ -46,7 +74,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 def yaml_value(text: str, origin: str):
     """A --set or --grid value, parsed as YAML; what YAML cannot read is named in one line."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as err:
         raise TestbedError(f"{origin}: not a YAML value ({getattr(err, 'problem', None) or err}); quote it, "
                            "e.g. --set name='a b'") from None
@@ -76,6 +104,12 @@ def _slot(node, part: str, origin: str) -> str | int:
 
 
 def validate(raw: dict, source: str = "scenario", base_dir: Path = Path(".")) -> Scenario:
+    from pydantic import ValidationError
+
+    from testbed import plugins
+    from testbed.schema.errors import describe
+    from testbed.schema.scenario import Scenario
+
     plugins.import_also_from(base_dir)  # code a scenario names may sit beside it
     try:
         return Scenario.model_validate(raw, context={"base_dir": base_dir})

@@ -23,7 +23,7 @@ import yaml
 from testbed import scenario as sc
 from testbed.errors import TestbedError
 from testbed.parallel import Job, progress_printer, run_jobs
-from testbed.runlog import run_folder
+from testbed.runlog import first_difference, run_folder
 from testbed.runner import run_scenario
 
 ALIASES = {"algorithm": "algorithm.name"}   # --grid algorithm=[...] sets the algorithm's name
@@ -125,12 +125,8 @@ def _refuse_stale(combo: Combination) -> None:
     before = yaml.safe_load((combo.folder / "scenario.resolved.yaml").read_text())
     now = combo.scenario.model_dump(mode="json")
     if before != now:
-        flat_before, flat_now = (pd.json_normalize(d, sep=".").iloc[0].to_dict() for d in (before, now))
-        field = next(k for k in sorted(flat_before.keys() | flat_now.keys())
-                     if flat_before.get(k) != flat_now.get(k))
-        raise TestbedError(f"{combo.folder}: holds a completed run of another scenario ({field}: "
-                           f"{flat_before.get(field)!r} there, {flat_now.get(field)!r} now); move it away or "
-                           "sweep into another --out")
+        raise TestbedError(f"{combo.folder}: holds a completed run of another scenario "
+                           f"({first_difference(before, now)}); move it away or sweep into another --out")
 
 
 def write_index(combinations: list[Combination], path: Path) -> pd.DataFrame:

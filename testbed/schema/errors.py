@@ -1,7 +1,9 @@
 """Pydantic's validation errors worded for a scenario's author: 'field.path: what is wrong; how to fix it'."""
 from __future__ import annotations
 
+from difflib import get_close_matches
 from functools import cache
+from typing import get_args
 
 from pydantic import BaseModel, Discriminator, ValidationError
 
@@ -22,15 +24,48 @@ def tagged_unions() -> frozenset[str]:
                      if f.discriminator or any(isinstance(m, Discriminator) for m in f.metadata))
 
 
+# What YAML 1.1 (PyYAML) reads as a boolean where a word was meant: `kind: off` is False, not 'off'
+BOOLEAN_WORDS = {False: ("off, no and false", "off"), True: ("on, yes and true", "on")}
+TEXT_EXPECTED = ("string_type", "literal_error", "union_tag_invalid")
+
+
+def _models_in(annotation) -> list[type[BaseModel]]:
+    """The schema models an annotation holds: itself, or those of its list, dict, optional or union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in _models_in(arg)]
+
+
+def _tag(model: type[BaseModel]):
+    """The tag a member of a tagged union goes by: its kind, or an algorithm's name."""
+    field = model.model_fields.get("kind") or model.model_fields.get("name")
+    return field.default if field else None
+
+
+def keys_at(root: str, path: tuple) -> list[str]:
+    """The keys the mapping at `path` (a validation error's location, below the model named `root`) may hold,
+    read off the schema: each part a field, a list index, or the tag of a union's member."""
+    models = [m for m in _schema_models() if m.__name__ == root]
+    for part in path:
+        if isinstance(part, int):
+            continue
+        inner = [m for model in models if part in model.model_fields
+                 for m in _models_in(model.model_fields[part].annotation)]
+        models = inner or [m for m in models if _tag(m) == part] or models
+    return sorted({key for model in models for key in model.model_fields})
+
+
 def describe(err: ValidationError) -> str:
-    """The first error as 'field.path: what is wrong; how to fix it' (+ how many more)."""
-    first = err.errors()[0]
+    """The first error as 'field.path: what is wrong; how to fix it' (+ how many more). An unknown key comes
+    first: a misspelt key also leaves the key it misspells missing, which names the wrong one."""
+    first = next((e for e in err.errors() if e["type"] == "extra_forbidden"), err.errors()[0])
     raw_loc = first["loc"]
     # pydantic puts a tagged union's tag into the path (availability.trace.file); the YAML has no such key
     loc = ".".join(str(p) for i, p in enumerate(raw_loc) if not (i and raw_loc[i - 1] in tagged_unions()))
     kind, ctx = first["type"], first.get("ctx", {})
     if kind == "extra_forbidden":
-        message = "unknown key; remove it or correct its spelling"
+        close = get_close_matches(str(raw_loc[-1]), keys_at(err.title, raw_loc[:-1]), n=1)
+        message = "unknown key; remove it or correct its spelling" + (f": did you mean {close[0]!r}?" if close else "")
     elif kind == "union_tag_invalid":
         loc = f"{loc}.{ctx['discriminator'].strip(chr(39))}"
         message = f"unknown {ctx['tag']!r}; choose one of: {ctx['expected_tags']}"
@@ -44,6 +79,12 @@ def describe(err: ValidationError) -> str:
         message = first["msg"].removeprefix("Value error, ")
         if "input" in first and kind not in ("value_error",):
             message += f" (got {first['input']!r})"
+    value = first.get("input")
+    if kind == "union_tag_invalid" and isinstance(value, dict):  # the tag's value, not the section's
+        value = value.get(ctx["discriminator"].strip("'"))
+    if isinstance(value, bool) and kind in TEXT_EXPECTED:
+        words, example = BOOLEAN_WORDS[value]
+        message += f"; YAML reads {words} as the boolean {value}: quote the word, e.g. '{example}'"
     more = len(err.errors()) - 1
     text = f"{loc}: {message}" if loc else message
     return text + (f" (and {more} more)" if more else "")

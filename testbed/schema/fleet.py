@@ -3,6 +3,7 @@ or from those files, overrides of its figures, availability, capability tiers, a
 fluctuating speed and bandwidth) and the server's hardware."""
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePath
 from typing import Annotated, Literal
 
@@ -117,6 +118,21 @@ class DeviceGroup(Strict):
 # fleet.heterogeneity: how many of each tiered group's tiers are kept, from the first (FedLPS: 2, 3 or all 5)
 HETEROGENEITY_TIERS = {"low": 2, "medium": 3, "high": None}
 MIN_TIERS_FOR_LEVELS = 4  # fewer, and two of low / medium / high would be the same fleet
+# Fleet.build's memory a device, measured with benchmarks/fleet_build.py --fleet-only N (the build of scale.yaml's
+# Markov groups, the process's peak RSS): 308,488 KB at 100,000 devices and 634,808 KB at 1,000,000 (0.29 and
+# 0.60 GB in benchmarks/RESULTS.md), so 326,320 KB for 900,000 devices: 371 bytes each. A fleet is refused where
+# building it would take more than half the machine's physical memory: the run's other per-device arrays (the
+# partition, devices.csv, the engine's) need room too, and a build that runs out of memory ends in a MemoryError
+# or the kernel's OOM killer, not in a line that names the count.
+BUILD_BYTES_PER_DEVICE = 371
+
+
+def physical_memory() -> int | None:
+    """The machine's physical memory in bytes; None where the system does not say (sysconf is POSIX's)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 class Fleet(Strict):
@@ -160,6 +176,16 @@ class Fleet(Strict):
                                  f"2, 3 or all of them, so list at least {MIN_TIERS_FOR_LEVELS} "
                                  "(e.g. [1, 0.5, 0.25, 0.125, 0.0625])")
         return level
+
+    @model_validator(mode="after")
+    def _fits_memory(self):
+        memory = physical_memory()
+        limit = memory // 2 // BUILD_BYTES_PER_DEVICE if memory else None
+        if limit is not None and self.size > limit:
+            raise ValueError(f"{self.size:,} devices are more than this machine can build: at most {limit:,} "
+                             f"({BUILD_BYTES_PER_DEVICE} bytes a device, in half its {memory / 2**30:.1f} GiB of "
+                             "memory); lower the groups' counts")
+        return self
 
     @property
     def size(self) -> int:

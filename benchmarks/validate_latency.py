@@ -1,0 +1,55 @@
+"""How fast `testbed validate` answers: the wall-clock of `python -m testbed validate` in a fresh process on a
+malformed scenario (a YAML syntax error: answered before torch is imported), on a misspelt key (the schema
+answers, and it imports torch), on a valid scenario, and `python -m testbed --help` for reference; best of N,
+with the load average before and after (other processes on the machine slow every figure alike).
+
+    python benchmarks/validate_latency.py [--repeat 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def best_of(repeat: int, *args: str, expect: int) -> float:
+    """The shortest wall-clock of `python -m testbed ARGS` in `repeat` fresh processes, this checkout's code first."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "testbed", *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True)
+        best = min(best, time.perf_counter() - start)
+        assert done.returncode == expect, (args, done.returncode, done.stderr)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    valid = ROOT / "scenarios" / "quickstart.yaml"
+    text = valid.read_text()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    with tempfile.TemporaryDirectory() as folder:
+        malformed, misspelt = Path(folder) / "malformed.yaml", Path(folder) / "misspelt.yaml"
+        malformed.write_text(text.replace("client: {lr", "client: [lr", 1))   # an unclosed flow sequence
+        misspelt.write_text(text.replace("\nclient:", "\nclent:", 1))
+        cases = [("--help", ["--help"], 0), ("validate malformed.yaml (YAML error)", ["validate", str(malformed)], 2),
+                 ("validate misspelt.yaml (schema error)", ["validate", str(misspelt)], 2),
+                 ("validate quickstart.yaml (valid)", ["validate", str(valid)], 0)]
+        for label, argv, expect in cases:
+            print(f"{label:<40} {best_of(args.repeat, *argv, expect=expect):6.3f} s  (best of {args.repeat})",
+                  flush=True)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
