@@ -5,7 +5,8 @@
 #            (scenarios/studies/network_cells.yaml);
 #  fedbuff:  (2) FedBuff (K = 10) on that fleet through the shared cells and server link, 10, 20, 50 and 100 in
 #            flight (scenarios/studies/network_fedbuff.yaml), and the same on private links;
-#  hierfavg: (3) HierFAVG against flat FedAvg on ten cells with a slow backhaul (scenarios/hierfavg.yaml).
+#  hierfavg: (3) HierFAVG against flat FedAvg on ten cells with a slow backhaul (scenarios/hierfavg.yaml), 8 cloud
+#            rounds of 2 edge rounds against 16 flat rounds of the same updates.
 set -e
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-runs/studies/network}
@@ -26,7 +27,10 @@ for step in ${STEPS:-burst fedbuff hierfavg}; do
         --set name=fedbuff-private ;;
     hierfavg)
       sweep scenarios/hierfavg.yaml --grid "seed=$SEEDS" --set name=hierfavg-hierfavg
-      sweep scenarios/hierfavg.yaml --grid "seed=$SEEDS" --set protocol.kind=sync --set name=hierfavg-flat ;;
+      # flat FedAvg through the same cells, whose transfers now cross the backhaul: as many updates (10 kept a
+      # round of 20 selected, as 10 cells keep 1 of 2 each edge round) and rounds (8 cloud rounds x 2 edge rounds)
+      sweep scenarios/hierfavg.yaml --grid "seed=$SEEDS" --set "protocol={kind: sync}" \
+        --set round.clients_per_round=10 --set stop.max_rounds=16 --set name=hierfavg-flat ;;
   esac
 done
 
