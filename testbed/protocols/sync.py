@@ -130,7 +130,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
                             metrics=metrics, depleted=depleted)
         row["server_flops"] = server_flops
         row |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # e.g. pruning.csv, (re)written
-        events = [kit.event_row(r, p, "probe", None) for p, _, _ in probe.phases]
+        events = [kit.event_row(r, p, "probe", None, tl) for p, tl, _ in probe.phases]
         events += [kit.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device], planned[p.device].timeline)
                    for p in phases]
         played, stop = r, kit.close_round(r, state, metrics, row, events + server_rows, t_previous, env.now)

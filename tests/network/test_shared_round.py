@@ -166,3 +166,16 @@ def test_energy_follows_the_contended_duration():
     ev = pd.DataFrame(events)
     download = ev[(ev["device"] == 1) & (ev["phase"] == "download")].iloc[0]
     assert download["energy_J"] == pytest.approx(devices.CATALOG["raspberry_pi_4"].down_W * 4 / 7, rel=1e-9)
+
+
+def test_power_of_choices_probes_share_the_links_too():
+    # the three devices probed before the round (d = 3): each probe downloads the model (B bytes) through the cell
+    # as the round's downloads do, so the same shares and the same instants: 4/7, 0.8, 1 from the round's start
+    B = payload()
+    raw = three_devices(B, {"cells": [{"down_Bps": 4 * B, "up_Bps": 10 * B, "groups": [0, 1, 2]}],
+                            "server": {"up_Bps": 2 * B}})
+    raw["selection"] = {"name": "power_of_choice", "options": {"d": 3}}
+    _, events = simulate(raw)
+    ev = pd.DataFrame(events)
+    probes = ev[(ev["outcome"] == "probe") & (ev["phase"] == "download")].set_index("device")["end_s"]
+    assert probes[1] == pytest.approx(4 / 7, abs=1e-9) and probes[2] == 0.8 and probes[0] == 1.0
