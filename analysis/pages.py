@@ -96,7 +96,8 @@ def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, bas
                                                  " ".join(filter(None, [*notes, COMPARE_NOTE]))),
               "Runs": (table_cells(per_run), per_run, " ".join(filter(None, notes)))}
     figures = sorted({p for p in written if p.suffix == ".png"}, key=lambda p: p.name)
-    title = f"Report: {len(folders)} runs of {', '.join(dict.fromkeys(str(n) for n in per_run['scenario']))}"
+    title = (f"Report: {len(folders)} run{'' if len(folders) == 1 else 's'} of "
+             f"{', '.join(dict.fromkeys(str(n) for n in per_run['scenario']))}")
     out_dir = Path(out_dir)
     (out_dir / HTML_PAGE).write_text(render_html(title, tables, figures, folders))
     (out_dir / MARKDOWN_PAGE).write_text(render_markdown(title, tables, figures))

@@ -102,3 +102,10 @@ def test_the_markdown_page_holds_the_tables_and_links_the_figures(report):
     assert len(rows) == 1 and "| 56.2±5.3 |" in rows[0] and rows[0].endswith("| 1.000 |")
     links = [line.split("](")[1].rstrip(")") for line in text.splitlines() if line.startswith("![")]
     assert links and all((report / link).is_file() for link in links)
+
+
+def test_the_title_counts_runs_in_words(report, tmp_path):
+    assert (report / "report.md").read_text().splitlines()[0].startswith("# Report: 5 runs of ")
+    one = next(report.parent.glob("*/*/0"))   # one run of the study alone
+    assert main(["report", str(one), "--out", str(tmp_path / "one")]) == 0
+    assert (tmp_path / "one" / "report.md").read_text().splitlines()[0].startswith("# Report: 1 run of ")
