@@ -212,16 +212,20 @@ def report(runs: RunFolders, *, out: str | Path | None = None, targets: float | 
     return _report(text, written)
 
 
-def compare(runs: RunFolders, *, out: str | Path = "compare", targets: float | Iterable[float] | None = None,
+def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float | Iterable[float] | None = None,
             baseline: str | None = None, metric: str = "accuracy") -> Report:
     """`testbed compare`: the runs grouped by everything but the seed, with the mean±std over seeds of the time,
     uplink and FLOPs to each target and speedups against `baseline`, into out/compare.csv (tables["compare"])
-    and the comparison plots. Parameters as report's."""
+    and the comparison plots; out defaults to compare/ beside the runs (in the folder that holds them all, e.g.
+    runs/quickstart/compare for runs/quickstart/0 and 1), not the current directory. Parameters as report's."""
     from analysis.compare import write_compare
     from analysis.report import format_seed_table
 
+    folders = _folders(runs)
+    if out is None:
+        out = Path(commonpath([Path(f).resolve().parent for f in folders])) / "compare"
     with _analysis_errors():
-        table, written = write_compare(_folders(runs), out, _targets(targets), baseline, metric)
+        table, written = write_compare(folders, out, _targets(targets), baseline, metric)
     return _report(format_seed_table(table), written)
 
 

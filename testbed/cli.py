@@ -183,8 +183,8 @@ def parser() -> argparse.ArgumentParser:
     cmp.add_argument("runs", nargs="+", help="run folders, or a sweep's folder (OUT/<scenario>, with sweep.csv)")
     cmp.add_argument("--baseline", metavar="NAME", help="speedup against this algorithm under the same other "
                      "settings, or against this group label")
-    cmp.add_argument("--out", type=Path, default=Path("compare"), help="folder for compare.csv and the plots "
-                     "(default: compare)")
+    cmp.add_argument("--out", type=Path, help="folder for compare.csv and the plots (default: compare/ beside the "
+                     "runs, in the folder that holds them all)")
     cmp.add_argument("--target", type=float, action="append", help="target accuracy (repeatable)")
     cmp.add_argument("--metric", choices=["accuracy", "local_accuracy"], default="accuracy",
                      help="what the targets are on (see report)")

@@ -4,6 +4,7 @@ under the same conditions, and the comparison plots; every number checked by han
 tiny run: accuracy 0.8 first reached in round 4 at 52.5 s, 11,000 uplink bytes, 3,000 FLOPs.
 slower: in round 5 at 60 s, 14,000 bytes, 3,900 FLOPs. faster: in round 2 at 25 s, 5,000 bytes, 1,200 FLOPs.
 """
+import os
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +154,12 @@ def test_a_run_without_a_selection_section_is_labelled_uniform_beside_one_with()
                 pd.DataFrame(), pd.DataFrame(), {})]
     groups, _ = group_runs(runs)
     assert list(groups) == ["selection=uniform", "selection=oort"]
+
+
+def test_compare_writes_beside_the_runs_by_default(study, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)   # where a user may stand: compare/ must not land here
+    assert main(["compare", *map(str, study)]) == 0
+    beside = Path(os.path.commonpath([p.resolve().parent for p in study])) / "compare"
+    assert (beside / "compare.csv").is_file() and not (elsewhere / "compare").exists()
