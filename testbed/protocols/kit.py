@@ -36,7 +36,7 @@ from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
 from testbed.execution import TrainJob, evaluate
 from testbed.flops import compute_seconds, forward_flops_per_sample
-from testbed.network.contention import Waits, contend, phase_wait
+from testbed.network.contention import Waits, phase_wait
 from testbed.network.linklog import LinkLog
 from testbed.network.topology import Topology
 from testbed.protocols.registry import declared
@@ -179,13 +179,11 @@ class Kit(TaskPlanning):
             capacity = self.fleet.train_flops_per_s(r)
             timelines = {d: self.timeline(d, bytes_down, self._forward_flops * int(self._num_samples[d]),
                                           PROBE_BYTES, float(capacity[d]), t0) for d in ids.tolist()}
-            ends = np.array([t0 + sum(tl.seconds) for tl in timelines.values()])
             if self.topology is not None:   # the probes' transfers share the links too, solved together
-                online_until = self.fleet.availability.online_until_each(ids, t0)
-                shared, usage = contend(self.topology, t0, ids, list(timelines.values()), online_until)
-                self.links.solved(usage, t0)
+                shared, online_until = self.contended(ids, list(timelines.values()), t0)
                 timelines = dict(zip(timelines, shared))
             else:
+                ends = np.array([t0 + sum(tl.seconds) for tl in timelines.values()])
                 online_until = self.fleet.availability.online_until_each(ids, t0, ends)
             planned = {}
             for (d, tl), until in zip(timelines.items(), online_until.tolist()):

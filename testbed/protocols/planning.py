@@ -62,33 +62,43 @@ class TaskPlanning:
 
     def _plan_shared(self, tasks: dict[int, Task], timelines: dict[int, Timeline], t0: float,
                      carried: dict[int, Planned], server: bool) -> dict[int, Planned]:
-        """plan_round through shared links: every transfer from t0 on solved together (network/contention.py).
-        Each device's offline instant is asked for up to the instant its task needs it (as the private plan
-        does, not re-sampling the fleet past the horizon for devices online beyond it), again where the shared
-        links made a task last longer than that. A carried task's device is online from its dispatch to t0, so its
-        on-interval's end is its offline instant."""
-        ids = np.fromiter([*carried, *tasks], np.int64, len(carried) + len(tasks))
-        need = np.array([p.plan.end_s for p in carried.values()] + [t0 + sum(tl.seconds) for tl in timelines.values()])
+        """plan_round through shared links (network/contention.py). A carried task's device is online from its
+        dispatch to t0, so its on-interval's end is its offline instant."""
+        old = {d: (p.timeline, p.plan.end_s) for d, p in carried.items()}
+        shared, until = self.contended(np.fromiter(tasks, np.int64, len(tasks)), list(timelines.values()), t0,
+                                       old, server)
+        again = {d: Planned(carried[d].task, tl, plan_task(d, tl.starts[0], tl.seconds, u), False)
+                 for d, tl, u in zip(carried, shared, until.tolist())}
+        return again | {d: self._planned(tasks[d], tl, t0, u)
+                        for d, tl, u in zip(tasks, shared[len(carried):], until[len(carried):].tolist())}
+
+    def contended(self, ids: np.ndarray, timelines: list[Timeline], t0: float,
+                  carried: dict[int, tuple[Timeline, float]] | None = None,
+                  server: bool = True) -> tuple[list, np.ndarray]:
+        """These devices' tasks dispatched at t0 (their private timelines), with the `carried` ones in flight
+        (device -> (timeline, planned end)), through the shared links: their timelines (carried first) and each
+        device's offline instant, and links.csv told. Each offline instant is asked for up to the instant the
+        task needs it (as the private plan does, not re-sampling the fleet past the horizon for devices online
+        beyond it), again where the shared links made a task last longer than that."""
+        carried = carried or {}
+        ids = np.concatenate([np.fromiter(carried, np.int64, len(carried)), np.asarray(ids, dtype=np.int64)])
+        need = np.array([end for _, end in carried.values()] + [t0 + sum(tl.seconds) for tl in timelines])
         until = None
         while True:
             answer = self.fleet.availability.online_until_each(ids, t0, need)
             if until is not None and np.array_equal(answer, until):
                 break
             until = answer
-            kept = tuple(Carried(d, p.timeline, u) for (d, p), u in zip(carried.items(), until.tolist()))
-            shared, usage = contend(self.topology, t0, ids[len(carried):], list(timelines.values()),
-                                    until[len(carried):], server, kept)
+            kept = tuple(Carried(d, tl, u) for (d, (tl, _)), u in zip(carried.items(), until.tolist()))
+            shared, usage = contend(self.topology, t0, ids[len(carried):], timelines, until[len(carried):],
+                                    server, kept)
             ends = np.array([tl.starts[0] + sum(tl.seconds) for tl in shared])
             ends = np.where(np.isfinite(ends), ends, until)   # a cut task needed its device up to the cut
             if (ends <= need).all():
                 break
             need = np.maximum(need, ends)
         self.links.solved(usage, t0)
-        again = {c.device: Planned(carried[c.device].task, tl, plan_task(c.device, tl.starts[0], tl.seconds,
-                                                                         c.offline_at), False)
-                 for c, tl in zip(kept, shared)}
-        return again | {d: self._planned(tasks[d], tl, t0, u)
-                        for d, tl, u in zip(tasks, shared[len(kept):], until[len(carried):].tolist())}
+        return shared, until
 
     def _capacity(self, r: int) -> np.ndarray:
         """Every device's FLOP/s at the capability tier of round (aggregation) r; kept for the next call, since
