@@ -5,15 +5,13 @@ Semantics:
   as a Ray task with one CPU (a cluster: `--out` must then be a folder every node sees, e.g. a shared mount).
 - A job that fails (a TestbedError, or a crash) is reported with its error and the others go on; its folder's
   summary.json says how it ended, as for a serial run.
-- Local workers split this machine's cores: each sets torch to max(1, cores // N) threads. A run's tables depend
-  only on its scenario, its seed and its torch threads, whichever worker runs it and in whatever order: with
-  executor.threads set they are bit for bit a serial run's; unset, a run trains on the worker's count, and a
-  note says so where that differs from a serial run's (testbed/execution/threads.py).
+- A run's tables depend only on its scenario, its seed and its torch threads (executor.threads, one by default;
+  testbed/execution/threads.py), which the run sets wherever it runs: bit for bit a serial run's, whichever worker
+  runs it and in whatever order.
 - Progress: one line per job as it ends (status, wall seconds, folder) with the count done so far.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
@@ -62,13 +60,6 @@ def run_jobs(jobs: list[Job], workers: int = 1, ray_address: str | None = None,
              on_done: Callable[[Outcome], None] = lambda outcome: None) -> list[Outcome]:
     """Run every job, `workers` at a time in local processes (or all as Ray tasks); calls on_done(outcome) in
     the order they end and returns the outcomes in the jobs' order."""
-    if ray_address is not None or workers > 1:  # a Ray task trains on one thread
-        from testbed.execution.threads import parallel_note
-
-        note = parallel_note([job.scenario.executor for job in jobs],
-                             1 if ray_address is not None else _threads_per_worker(workers))
-        if note:
-            print(note, file=sys.stderr)
     if ray_address is not None:
         outcomes = _on_ray(jobs, ray_address, on_done)
     elif workers <= 1:
@@ -82,21 +73,9 @@ def run_jobs(jobs: list[Job], workers: int = 1, ray_address: str | None = None,
     return sorted(outcomes, key=lambda o: order[id(o.job)])
 
 
-def _set_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
-def _threads_per_worker(workers: int) -> int:
-    return max(1, (os.cpu_count() or 1) // workers)
-
-
 def _in_processes(jobs: list[Job], workers: int, on_done) -> list[Outcome]:
-    threads = _threads_per_worker(workers)
     # spawn, not fork: a forked child of a process whose torch has started its thread pool can hang
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_set_threads,
-                             initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         pending = {pool.submit(run_job, job): job for job in jobs}
         outcomes = []
         while pending:
@@ -116,7 +95,7 @@ def _on_ray(jobs: list[Job], address: str, on_done) -> list[Outcome]:
     from testbed.execution.ray import start_ray
 
     ray, started = start_ray(None if address == "local" else address, None, "--ray")
-    task = ray.remote(num_cpus=1, max_retries=1)(_ray_job)   # a task whose node died runs once more elsewhere
+    task = ray.remote(num_cpus=1, max_retries=1)(run_job)   # a task whose node died runs once more elsewhere
     try:
         pending = {task.remote(job): job for job in jobs}
         outcomes = []
@@ -134,10 +113,6 @@ def _on_ray(jobs: list[Job], address: str, on_done) -> list[Outcome]:
         if started:
             ray.shutdown()
 
-
-def _ray_job(job: Job) -> Outcome:
-    _set_threads(1)
-    return run_job(job)
 
 
 def progress_printer(total: int) -> Callable[[Outcome], None]:

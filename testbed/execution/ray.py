@@ -14,11 +14,12 @@ from testbed.algorithms.base import Result, Strategy
 from testbed.errors import TestbedError
 from testbed.execution.batched import BatchedExecutor
 from testbed.execution.common import TrainJob
+from testbed.execution.threads import DEFAULT_THREADS
 
 
 class _Worker:
     def __init__(self, model: torch.nn.Module, dataset, device: str, threads: int | None):
-        torch.set_num_threads(threads or 1)  # one core per worker unless set: workers must not fight over cores
+        torch.set_num_threads(threads or DEFAULT_THREADS)  # as the run's own: the same arithmetic in every worker
         self.executor = BatchedExecutor(model, dataset, device=device)
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]):

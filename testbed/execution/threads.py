@@ -5,10 +5,13 @@ Semantics:
   its sums between threads), so a run's tables are a function of its scenario, its seed and the number of torch
   threads it trained and evaluated with. summary.json records that number (torch_threads).
 - executor.threads: T runs the whole run on T threads wherever it runs: alone, in a `--jobs N` worker process or
-  as a Ray task (and each worker of executor.kind ray trains on T). Its tables are then the same in every case.
-- Unset, a run uses its process's count, as before: torch's default (all cores) for `testbed run` and a serial
-  sweep, cores // N in a `--jobs N` worker, one in a Ray task or worker. A parallel sweep says so in one line when
-  that count differs from a serial run's.
+  as a Ray task (and each worker of executor.kind ray trains on T). Unset, it is DEFAULT_THREADS, one thread, the
+  same everywhere, so a run's tables are the same on any machine, serial or in parallel.
+- Why one: `benchmarks/threads.py` (RESULTS.md, issue 27) times `testbed run` on one thread and on every core,
+  alone and beside busy neighbours: W1 on an idle 2-core machine takes the same time on both (4.52 s on one, 4.49 s on two),
+  while beside busy processes two threads stall each other (one descheduled, the other waits at every kernel's
+  barrier) and the run takes 1.5-2.1x as long as on one. A large model on an idle many-core machine may gain from
+  more: set executor.threads.
 """
 from __future__ import annotations
 
@@ -17,29 +20,17 @@ from typing import Iterator
 
 import torch
 
+DEFAULT_THREADS = 1
+
 
 @contextmanager
 def torch_threads(threads: int | None) -> Iterator[int]:
-    """The block runs on `threads` torch threads (None: as many as now); the count is put back after it.
+    """The block runs on `threads` torch threads (None: DEFAULT_THREADS); the count is put back after it.
     Yields the count the block runs with."""
     before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads or DEFAULT_THREADS)
     try:
         yield torch.get_num_threads()
     finally:
-        if threads is not None:
-            torch.set_num_threads(before)
+        torch.set_num_threads(before)
 
-
-def parallel_note(executors: list, per_worker: int) -> str | None:
-    """The line a `--jobs N` sweep prints when runs that leave executor.threads unset would train on another
-    thread count (`per_worker`) than alone in this process; None when no run is affected."""
-    alone = torch.get_num_threads()
-    unset = sum(1 for e in executors if e.threads is None)
-    if not unset or per_worker == alone:
-        return None
-    return (f"note: {unset} run(s) leave executor.threads unset, so they train on {per_worker} torch thread(s) each "
-            f"in a worker, not {alone} as alone; a CPU kernel may round differently with another thread count, so "
-            f"their tables may differ in the last digits from a serial run's. --set executor.threads={per_worker} "
-            "makes them identical wherever they run")

@@ -2,7 +2,6 @@
 not stop the others."""
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -10,7 +9,7 @@ import torch
 from helpers import TWO_DEVICES, write_yaml
 
 from testbed.cli import main
-from testbed.execution.threads import parallel_note, torch_threads
+from testbed.execution.threads import DEFAULT_THREADS, torch_threads
 
 # real registered data (worker processes are spawned: a test's monkeypatched registry does not reach them)
 SCENARIO = {**TWO_DEVICES, "name": "par", "data": {"name": "synthetic", "options": {"num_clients": 4, "dim": 5},
@@ -111,27 +110,21 @@ CNN = {**TWO_DEVICES, "name": "cnn", "client": {"lr": 0.05, "batch_size": 10, "l
        "stop": {"max_rounds": 2}}
 
 
-def test_executor_threads_give_a_parallel_sweep_the_serial_tables_for_a_cnn(tmp_path, capsys):
+@pytest.mark.parametrize("threads", [[], ["--set", "executor.threads=2"]], ids=["default", "pinned"])
+def test_a_parallel_sweep_gives_the_serial_tables_for_a_cnn(tmp_path, capsys, threads):
+    """Unset, every run trains on one thread wherever it runs (execution/threads.DEFAULT_THREADS); pinned, on its
+    count, also in a worker of --jobs 2 on 2 cores."""
     path = write_yaml(tmp_path / "cnn.yaml", CNN)
-    pinned = ["--grid", "seed=[0,1]", "--set", "executor.threads=1", "--quiet"]
-    assert main(["sweep", str(path), *pinned, "--out", str(tmp_path / "serial")]) == 0
-    assert main(["sweep", str(path), *pinned, "--out", str(tmp_path / "parallel"), "--jobs", "2"]) == 0
+    args = ["--grid", "seed=[0,1]", *threads, "--quiet"]
+    assert main(["sweep", str(path), *args, "--out", str(tmp_path / "serial")]) == 0
+    assert main(["sweep", str(path), *args, "--out", str(tmp_path / "parallel"), "--jobs", "2"]) == 0
     assert "note:" not in capsys.readouterr().err
     serial = pd.read_csv(tmp_path / "serial/cnn/sweep.csv")["folder"]
     parallel = pd.read_csv(tmp_path / "parallel/cnn/sweep.csv")["folder"]
     for one, other in zip(serial, parallel, strict=True):
         for table in ("rounds.csv", "events.csv"):
             assert (Path(one) / table).read_bytes() == (Path(other) / table).read_bytes()
-        assert json.loads((Path(other) / "summary.json").read_text())["torch_threads"] == 1
-
-
-def test_a_parallel_sweep_says_when_unpinned_runs_train_on_other_threads(monkeypatch):
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    unset, pinned = SimpleNamespace(threads=None), SimpleNamespace(threads=1)
-    note = parallel_note([unset, pinned, unset], per_worker=1)
-    assert note.startswith("note: 2 run(s) leave executor.threads unset, so they train on 1 torch thread(s) each")
-    assert note.endswith("--set executor.threads=1 makes them identical wherever they run")
-    assert parallel_note([pinned], per_worker=1) is None and parallel_note([unset], per_worker=2) is None
+        assert json.loads((Path(other) / "summary.json").read_text())["torch_threads"] == (2 if threads else 1)
 
 
 def test_torch_threads_sets_the_count_for_the_block_only():
@@ -140,4 +133,5 @@ def test_torch_threads_sets_the_count_for_the_block_only():
         assert inside == torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
     with torch_threads(None) as inside:
-        assert inside == before
+        assert inside == torch.get_num_threads() == DEFAULT_THREADS == 1
+    assert torch.get_num_threads() == before
