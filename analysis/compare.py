@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.compare_plots import write_compare_plots
+from analysis.discovery import run_folders
 from analysis.report import DEFAULT_METRIC, REACHED_ON, default_targets, seed_table, tta_table
 from analysis.runs import Run, load_run
 
@@ -22,7 +23,6 @@ ALGORITHM_SECTION = "algorithm."
 MAX_LABEL_FIELDS = 3  # beyond this many differing fields, groups are labelled by scenario name
 MAX_LABEL_CHARS = 60  # ... and where a label would be longer (a list such as fleet.groups differs): file names
 SPEEDUP = "speedup@"
-SWEEP_INDEX = "sweep.csv"   # written by testbed sweep: one row per run, its folder in `folder`
 
 
 DEFAULT_SELECTION = {"name": "uniform", "options": {}}   # what a resolved scenario without `selection` ran
@@ -121,21 +121,6 @@ def _baselines(table: pd.DataFrame, fields: pd.DataFrame, baseline: str) -> list
     conditions = fields[[c for c in fields.columns if c != "algorithm" and not c.startswith(ALGORITHM_SECTION)]]
     same = {tuple(map(str, conditions.loc[label])): label for label in candidates["group"]}
     return [same.get(tuple(map(str, conditions.loc[label])), np.nan) for label in table["group"]]
-
-
-def run_folders(paths: list) -> list[Path]:
-    """The paths, where a sweep's folder (holding sweep.csv) stands for the run folders its index lists that
-    have started (written rounds.csv)."""
-    folders = []
-    for path in map(Path, paths):
-        index = path / SWEEP_INDEX
-        if index.is_file() and not (path / "rounds.csv").is_file():
-            folders += [Path(f) for f in pd.read_csv(index)["folder"] if (Path(f) / "rounds.csv").is_file()]
-        else:
-            folders.append(path)
-    if not folders:
-        raise FileNotFoundError(f"{', '.join(map(str, paths))}: no run folder has started yet")
-    return folders
 
 
 def write_compare(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.compare import run_folders, write_compare
+from analysis.compare import write_compare
+from analysis.discovery import find_runs
 from analysis.report import (DEFAULT_METRIC, METRIC_NOTES, default_targets, resource_note, seed_table_cells,
                              table_cells, tta_table, write_report)
 from analysis.runs import load_run
@@ -70,7 +71,7 @@ td:first-child, th:first-child { text-align: left; }
 tbody tr:nth-child(even) { background: #fafafa; }
 .scroll { overflow-x: auto; }
 figure { display: inline-block; margin: 0.5em; vertical-align: top; max-width: 47%; } img { max-width: 100%; }
-figcaption, .note { color: #555; font-size: 0.85em; }
+figcaption, .note, .skipped { color: #555; font-size: 0.85em; }
 """
 
 SECTIONS = {  # figure file names by their first word, in page order
@@ -83,9 +84,11 @@ SECTIONS = {  # figure file names by their first word, in page order
 def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,
                 metric: str = DEFAULT_METRIC) -> tuple[str, list[Path]]:
     """write_report and write_compare (without its Gantt timelines, which write_report draws per run) into
-    out_dir, then report.html and report.md of their tables and figures. A sweep's folder stands for its
-    runs. Returns write_report's text and every path written."""
-    folders = run_folders(run_dirs)
+    out_dir, then report.html and report.md of their tables and figures. A folder that holds runs stands for all
+    of them (analysis.discovery). Returns write_report's text, after a line for each run folder skipped, and
+    every path written."""
+    found = find_runs(run_dirs)
+    folders = found.folders
     compared, compare_files = write_compare(folders, out_dir, targets, baseline, metric, timelines=False)
     text, report_files = write_report(folders, out_dir, targets, metric)
     runs = [load_run(folder) for folder in folders]
@@ -99,13 +102,15 @@ def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, bas
     title = (f"Report: {len(folders)} run{'' if len(folders) == 1 else 's'} of "
              f"{', '.join(dict.fromkeys(str(n) for n in per_run['scenario']))}")
     out_dir = Path(out_dir)
-    (out_dir / HTML_PAGE).write_text(render_html(title, tables, figures, folders))
-    (out_dir / MARKDOWN_PAGE).write_text(render_markdown(title, tables, figures))
-    return text, written + [out_dir / HTML_PAGE, out_dir / MARKDOWN_PAGE]
+    (out_dir / HTML_PAGE).write_text(render_html(title, tables, figures, folders, found.skipped))
+    (out_dir / MARKDOWN_PAGE).write_text(render_markdown(title, tables, figures, found.skipped))
+    return "\n".join([*found.skipped, text]), written + [out_dir / HTML_PAGE, out_dir / MARKDOWN_PAGE]
 
 
-def render_html(title: str, tables: dict, figures: list[Path], folders: list[Path]) -> str:
+def render_html(title: str, tables: dict, figures: list[Path], folders: list[Path], skipped: list[str] = ()) -> str:
     parts = [f"<h1>{html.escape(title)}</h1>"]
+    if skipped:
+        parts.append('<ul class="skipped">' + "".join(f"<li>{html.escape(line)}</li>" for line in skipped) + "</ul>")
     for heading, (cells, values, note) in tables.items():
         parts += [f"<h2>{html.escape(heading)}</h2>", f'<p class="note">{html.escape(note)}</p>' if note else "",
                   f'<div class="scroll">{_html_table(cells, values)}</div>']
@@ -120,8 +125,8 @@ def render_html(title: str, tables: dict, figures: list[Path], folders: list[Pat
             + "\n".join(parts) + f"\n<script>{SORT_SCRIPT}</script>\n</body></html>\n")
 
 
-def render_markdown(title: str, tables: dict, figures: list[Path]) -> str:
-    parts = [f"# {title}"]
+def render_markdown(title: str, tables: dict, figures: list[Path], skipped: list[str] = ()) -> str:
+    parts = [f"# {title}", *(["\n".join(f"- {line}" for line in skipped)] if skipped else [])]
     for heading, (cells, _, note) in tables.items():
         parts += [f"## {heading}", *([note] if note else []), _markdown_table(cells)]
     for heading, figures_here in _sections(figures).items():
