@@ -124,9 +124,11 @@ def _baselines(table: pd.DataFrame, fields: pd.DataFrame, baseline: str) -> list
 
 
 def write_compare(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,
-                  metric: str = DEFAULT_METRIC, timelines: bool = True) -> tuple[pd.DataFrame, list[Path]]:
+                  metric: str = DEFAULT_METRIC, timelines: bool = True,
+                  curves: bool = True) -> tuple[pd.DataFrame, list[Path]]:
     """compare_table into out_dir/compare.csv, and the comparison plots (see analysis.compare_plots; timelines:
-    a Gantt of each group's first run too); returns the table and the paths written."""
+    a Gantt of each group's first run too; curves: the groups' accuracy curves); returns the table and the paths
+    written."""
     runs = [load_run(folder) for folder in run_folders(run_dirs)]
     targets = default_targets(runs) if targets is None else targets
     table = compare_table(runs, targets, baseline, metric)  # before anything is written: bad baseline, metric
@@ -134,7 +136,8 @@ def write_compare(run_dirs: list, out_dir, targets: list[float] | None = None, b
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "compare.csv", index=False)
     groups, _ = group_runs(runs)
-    return table, [out_dir / "compare.csv", *write_compare_plots(groups, table, targets, out_dir, metric, timelines)]
+    plots = write_compare_plots(groups, table, targets, out_dir, metric, timelines, curves)
+    return table, [out_dir / "compare.csv", *plots]
 
 
 def _column(field: str) -> str:
