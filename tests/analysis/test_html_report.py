@@ -162,6 +162,7 @@ def test_two_one_seed_runs_draw_their_curves_once_and_average_nothing(make_run, 
         "accuracy", "accuracy", "accuracy", "breakdown", "breakdown", "breakdown", "gantt", "gantt",
         "participation", "participation"]
     assert not any("mean" in name or "by_group_vs" in name for name in names)
+    assert not (out / "tta_by_scenario.csv").exists()   # nor a table of one scenario's two "seeds"
     assert f"gantt_{file_safe(str(first))}.png" in names and f"gantt_{file_safe(str(second))}.png" in names
 
 
