@@ -87,8 +87,8 @@ def _sweep_runs(folder: Path, found: Found) -> list[Path]:
         listed = [(folder.joinpath(*Path(name).parts[-2:]), status)
                   for name, status in zip(index["folder"], index.get("status", [None] * len(index)))]
     except (ValueError, KeyError, TypeError, OSError, pd.errors.ParserError):
-        found.skipped.append(f"skipped {folder / SWEEP_INDEX}: not a sweep's index (no 'folder' column); "
-                             "its folder's runs are found without it")
+        found.skipped.append(f"skipped {folder / SWEEP_INDEX}: unreadable as a sweep's index (a 'folder' column); "
+                             "the runs beside it are reported without its order")
         return []
     missing = [(run, status) for run, status in listed if not is_run_folder(run)]
     found.skipped += [f"skipped {run}: this sweep's combination has not started"

@@ -94,3 +94,13 @@ def test_a_folder_without_runs_is_one_line_naming_it_and_what_it_skipped(tmp_pat
     assert main(["report", str(empty)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{empty}: no run folder here" in err and "has not started" in err
+
+
+def test_an_unreadable_sweep_index_is_named_and_its_runs_still_found(make_run, tmp_path):
+    runs = tmp_path / "runs"
+    second, first = make_run(runs / "s-b" / "0"), make_run(runs / "s-a" / "0")
+    (runs / "sweep.csv").write_text("")   # cut to nothing
+    found = find_runs([runs])
+    assert found.folders == [first, second]
+    assert found.skipped == [f"skipped {runs / 'sweep.csv'}: unreadable as a sweep's index (a 'folder' column); "
+                             "the runs beside it are reported without its order"]
