@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.compare_plots import write_compare_plots
+from analysis.discovery import run_folders
 from analysis.report import DEFAULT_METRIC, REACHED_ON, default_targets, seed_table, tta_table
 from analysis.runs import Run, load_run
 
@@ -22,7 +23,6 @@ ALGORITHM_SECTION = "algorithm."
 MAX_LABEL_FIELDS = 3  # beyond this many differing fields, groups are labelled by scenario name
 MAX_LABEL_CHARS = 60  # ... and where a label would be longer (a list such as fleet.groups differs): file names
 SPEEDUP = "speedup@"
-SWEEP_INDEX = "sweep.csv"   # written by testbed sweep: one row per run, its folder in `folder`
 
 
 DEFAULT_SELECTION = {"name": "uniform", "options": {}}   # what a resolved scenario without `selection` ran
@@ -123,25 +123,12 @@ def _baselines(table: pd.DataFrame, fields: pd.DataFrame, baseline: str) -> list
     return [same.get(tuple(map(str, conditions.loc[label])), np.nan) for label in table["group"]]
 
 
-def run_folders(paths: list) -> list[Path]:
-    """The paths, where a sweep's folder (holding sweep.csv) stands for the run folders its index lists that
-    have started (written rounds.csv)."""
-    folders = []
-    for path in map(Path, paths):
-        index = path / SWEEP_INDEX
-        if index.is_file() and not (path / "rounds.csv").is_file():
-            folders += [Path(f) for f in pd.read_csv(index)["folder"] if (Path(f) / "rounds.csv").is_file()]
-        else:
-            folders.append(path)
-    if not folders:
-        raise FileNotFoundError(f"{', '.join(map(str, paths))}: no run folder has started yet")
-    return folders
-
-
 def write_compare(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,
-                  metric: str = DEFAULT_METRIC, timelines: bool = True) -> tuple[pd.DataFrame, list[Path]]:
+                  metric: str = DEFAULT_METRIC, timelines: bool = True,
+                  curves: bool = True) -> tuple[pd.DataFrame, list[Path]]:
     """compare_table into out_dir/compare.csv, and the comparison plots (see analysis.compare_plots; timelines:
-    a Gantt of each group's first run too); returns the table and the paths written."""
+    a Gantt of each group's first run too; curves: the groups' accuracy curves); returns the table and the paths
+    written."""
     runs = [load_run(folder) for folder in run_folders(run_dirs)]
     targets = default_targets(runs) if targets is None else targets
     table = compare_table(runs, targets, baseline, metric)  # before anything is written: bad baseline, metric
@@ -149,7 +136,8 @@ def write_compare(run_dirs: list, out_dir, targets: list[float] | None = None, b
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "compare.csv", index=False)
     groups, _ = group_runs(runs)
-    return table, [out_dir / "compare.csv", *write_compare_plots(groups, table, targets, out_dir, metric, timelines)]
+    plots = write_compare_plots(groups, table, targets, out_dir, metric, timelines, curves)
+    return table, [out_dir / "compare.csv", *plots]
 
 
 def _column(field: str) -> str:

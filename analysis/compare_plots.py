@@ -42,13 +42,14 @@ MAX_DEVICE_TICKS = 40
 
 
 def write_compare_plots(groups: dict[str, list[Run]], table: pd.DataFrame, targets: list[float], out_dir,
-                        metric: str, timelines: bool = True) -> list[Path]:
+                        metric: str, timelines: bool = True, curves: bool = True) -> list[Path]:
     """Every plot of this module into out_dir; the heterogeneity plot only where groups differ in level, the
-    Gantt timelines (of each group's first run) only with `timelines`. Returns the paths."""
+    Gantt timelines (of each group's first run) only with `timelines`, the accuracy curves only with `curves`.
+    Returns the paths."""
     out_dir = Path(out_dir)
     runs = [run for members in groups.values() for run in members]
     written = [plot_accuracy_mean(runs, x, out_dir / f"{metric}_by_group_vs_{x}.png", metric, groups=groups)
-               for x in plotted_axes(runs) if x in GROUP_AXES]
+               for x in plotted_axes(runs) if x in GROUP_AXES and curves]
     if HETEROGENEITY in table and table[HETEROGENEITY].nunique() > 1:
         written += [plot_tta_vs_heterogeneity(table, target, out_dir / f"tta_vs_heterogeneity_{target:g}.png",
                                               metric) for target in targets]

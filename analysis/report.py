@@ -13,7 +13,7 @@ from analysis.battery_plots import plot_battery
 from analysis.link_plots import plot_links
 from analysis.plots import (accuracy_metric, plot_accuracy, plot_accuracy_mean, plot_breakdown, plot_gantt,
                             plot_staleness, plot_utilisation, plotted_axes)
-from analysis.runs import Run, load_run, run_labels
+from analysis.runs import Run, load_run, run_labels, scenario_groups
 
 DEFAULT_TARGETS = [0.5, 0.8, 0.9]
 LABEL_COLUMNS = ("run", "scenario", "algorithm")
@@ -132,6 +132,16 @@ def seed_table(table_or_runs: pd.DataFrame | list[Run], targets: list[float] | N
     return pd.DataFrame(rows)
 
 
+def seed_table_of_groups(table: pd.DataFrame, runs: list[Run], groups: dict[str, list[Run]]) -> pd.DataFrame:
+    """seed_table of tta_table's table of the runs, with a `group` column (the groups' labels) beside scenario
+    and algorithm where some scenario's runs fall in several groups: runs of one name that differ in more than
+    the seed (another --set) are not one scenario's seeds."""
+    label = {id(run): name for name, members in groups.items() for run in members}
+    keyed = table.assign(group=[label[id(run)] for run in runs])
+    split = bool(keyed.groupby(SEED_KEY, sort=False)["group"].nunique().gt(1).any())
+    return seed_table(keyed, key=[*SEED_KEY, "group"] if split else SEED_KEY)
+
+
 def format_table(table: pd.DataFrame) -> str:
     """The table as aligned plain text: '-' where a value is missing (a target never reached)."""
     return table_cells(table).to_string(index=False)
@@ -173,13 +183,14 @@ def default_targets(runs: list[Run]) -> list[float]:
     return targets or list(DEFAULT_TARGETS)
 
 
-def write_report(run_dirs: list, out_dir, targets: list[float] | None = None,
-                 metric: str = DEFAULT_METRIC) -> tuple[str, list[Path]]:
+def write_report(run_dirs: list, out_dir, targets: list[float] | None = None, metric: str = DEFAULT_METRIC,
+                 groups=scenario_groups) -> tuple[str, list[Path]]:
     """Load the runs and write into out_dir: `metric` vs time / uplink bytes / FLOPs (and energy where a run
     accounts it), a Gantt and a breakdown plot per run (async runs: a utilisation and a staleness plot instead of
-    the breakdown; runs with batteries: their levels too), and tta.csv; where some scenario has several seeds
-    also the metric (and local accuracy) averaged over seeds, and tta_by_scenario.csv. The targets are on
-    `metric`; a metric other than accuracy puts its name in the file names (local_accuracy_vs_time.png,
+    the breakdown; runs with batteries: their levels too), and tta.csv; where some group of `groups(runs)`
+    (label -> runs; default: by scenario) has several runs, also the metric (and local accuracy) averaged over
+    each group's seeds, and where some scenario has several seeds in one group tta_by_scenario.csv
+    (seed_table_of_groups). The targets are on `metric`; a metric other than accuracy puts its name in the file names (local_accuracy_vs_time.png,
     tta_local_accuracy.csv), so that they sit beside the default report, and the text starts with a line naming
     it (resource runs: one naming their columns). Returns the tables as text (the seed table after the per-run
     one) and the paths written."""
@@ -190,17 +201,19 @@ def write_report(run_dirs: list, out_dir, targets: list[float] | None = None,
     table = tta_table(runs, targets, metric)  # before anything is written: a run may lack the metric
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    by_scenario = seed_table(table)
+    averaged = groups(runs)
+    by_scenario = seed_table_of_groups(table, runs, averaged)
     several_seeds = bool((by_scenario["seeds"] > 1).any())
     suffix = "" if metric == DEFAULT_METRIC else f"_{metric}"
 
     axes = plotted_axes(runs)  # accuracy vs energy too where a run accounts energy
     written = [plot_accuracy(runs, x, out_dir / f"{metric}_vs_{x}.png", metric) for x in axes]
-    if several_seeds:
-        written += [plot_accuracy_mean(runs, x, out_dir / f"{metric}_mean_vs_{x}.png", metric) for x in axes]
+    if any(len(members) > 1 for members in averaged.values()):  # else each mean is a run's curve drawn again
+        written += [plot_accuracy_mean(runs, x, out_dir / f"{metric}_mean_vs_{x}.png", metric, averaged)
+                    for x in axes]
         if metric == DEFAULT_METRIC and any(has_local_accuracy(run.rounds) for run in runs):
             written.append(plot_accuracy_mean(runs, "time", out_dir / "local_accuracy_mean_vs_time.png",
-                                              metric="local_accuracy"))
+                                              "local_accuracy", averaged))
     for label, run in zip(run_labels(runs), runs):
         name = file_safe(label)
         written.append(plot_gantt(run, out_dir / f"gantt_{name}.png"))

@@ -199,10 +199,12 @@ def load_run(folder: str | Path) -> Run:
 
 def report(runs: RunFolders, *, out: str | Path | None = None, targets: float | Iterable[float] | None = None,
            baseline: str | None = None, metric: str = "accuracy") -> Report:
-    """`testbed report`: the time-to-accuracy tables and plots of the runs (run folders, Runs, or a sweep's
-    folder), compare's too, report.html and report.md, into out (default: the run's plots/ for one run,
-    report/ for several). targets: accuracies (default: the scenarios' stop.target_accuracy, else 0.5, 0.8,
-    0.9); baseline: speedups against this algorithm or group; metric: 'accuracy' or 'local_accuracy'."""
+    """`testbed report`: the time-to-accuracy tables and plots of the runs (run folders, Runs, or folders that
+    hold runs at any depth, a sweep's and lone ones alike; what such a folder holds but cannot be reported is
+    named in a line each at the text's start), compare's too, report.html and report.md, into out (default: the
+    run's plots/ for one run, report/ for several). targets: accuracies (default: the scenarios'
+    stop.target_accuracy, else 0.5, 0.8, 0.9); baseline: speedups against this algorithm or group; metric:
+    'accuracy' or 'local_accuracy'."""
     from analysis.pages import write_pages
 
     folders = _folders(runs)
@@ -217,16 +219,19 @@ def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float |
     """`testbed compare`: the runs grouped by everything but the seed, with the mean±std over seeds of the time,
     uplink and FLOPs to each target and speedups against `baseline`, into out/compare.csv (tables["compare"])
     and the comparison plots; out defaults to compare/ beside the runs (in the folder that holds them all, e.g.
-    runs/quickstart/compare for runs/quickstart/0 and 1), not the current directory. Parameters as report's."""
+    runs/quickstart/compare for runs/quickstart/0 and 1), not the current directory. Parameters as report's, and
+    as report's text, compare's starts with a line for each run it skipped."""
     from analysis.compare import write_compare
+    from analysis.discovery import find_runs
     from analysis.report import format_seed_table
 
-    folders = _folders(runs)
-    if out is None:
-        out = Path(commonpath([Path(f).resolve().parent for f in folders])) / "compare"
+    folders, targets = _folders(runs), _targets(targets)
     with _analysis_errors():
-        table, written = write_compare(folders, out, _targets(targets), baseline, metric)
-    return _report(format_seed_table(table), written)
+        found = find_runs(folders)
+        if out is None:
+            out = Path(commonpath([Path(f).resolve().parent for f in found.folders])) / "compare"
+        table, written = write_compare(found.folders, out, targets, baseline, metric)
+    return _report("\n".join([*found.skipped, format_seed_table(table)]), written)
 
 
 def _validated(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[Scenario, str]:

@@ -169,7 +169,9 @@ def parser() -> argparse.ArgumentParser:
     swp.set_defaults(handler=_sweep)
     rep = sub.add_parser("report", help="time-to-accuracy tables and plots for run folders, compare's too, as "
                          "report.html (self-contained, sortable tables) and report.md")
-    rep.add_argument("runs", nargs="+", help="run folders, or a sweep's folder (OUT/<scenario>, with sweep.csv)")
+    rep.add_argument("runs", nargs="+", help="run folders, or folders that hold runs (a sweep's "
+                     "OUT/<scenario>, any folder of run folders): every run under them; a line names each one "
+                     "skipped and why")
     rep.add_argument("--baseline", metavar="NAME", help="speedups against this algorithm or group (see compare)")
     rep.add_argument("--out", type=Path, help="folder for the plots (default: RUN/plots, or report/ for several)")
     rep.add_argument("--target", type=float, action="append", help="target accuracy (repeatable)")
@@ -180,7 +182,9 @@ def parser() -> argparse.ArgumentParser:
     rep.set_defaults(handler=_report)
     cmp = sub.add_parser("compare", help="runs grouped by everything but the seed: mean±std over seeds of time, "
                          "uplink and FLOPs to each target, speedups, and comparison plots")
-    cmp.add_argument("runs", nargs="+", help="run folders, or a sweep's folder (OUT/<scenario>, with sweep.csv)")
+    cmp.add_argument("runs", nargs="+", help="run folders, or folders that hold runs (a sweep's "
+                     "OUT/<scenario>, any folder of run folders): every run under them; a line names each one "
+                     "skipped and why")
     cmp.add_argument("--baseline", metavar="NAME", help="speedup against this algorithm under the same other "
                      "settings, or against this group label")
     cmp.add_argument("--out", type=Path, help="folder for compare.csv and the plots (default: compare/ beside the "

@@ -296,3 +296,26 @@ def test_cli_report_on_the_local_accuracy_of_a_run_without_it(tmp_path, run_dir,
     assert "data.client_split.test_fraction > 0" in err and "--metric accuracy" in err
     with pytest.raises(SystemExit):
         main(["report", str(run_dir), "--metric", "loss"])
+
+
+def test_runs_of_one_name_in_several_groups_are_not_counted_as_its_seeds(run_dir, slower_run_dir, make_run,
+                                                                        tmp_path):
+    """tiny/0 and tiny/1 at lr 0.05, and tiny/0 again at lr 0.1 (another --set, another folder): grouped as
+    compare groups them, tiny has two seeds at lr=0.05 and one at lr=0.1, not three."""
+    from analysis.compare import group_runs
+
+    other_lr = make_run(tmp_path / "other" / "tiny" / "0")
+    for folder, lr in ((run_dir, 0.05), (slower_run_dir, 0.05), (other_lr, 0.1)):
+        with open(folder / "scenario.resolved.yaml", "a") as scenario:
+            scenario.write(f"client: {{lr: {lr}}}\n")
+    out = tmp_path / "report"
+    text, paths = write_report([run_dir, slower_run_dir, other_lr], out, [0.8],
+                               groups=lambda runs: group_runs(runs)[0])
+    table = pd.read_csv(out / "tta_by_scenario.csv")
+    assert table[["scenario", "algorithm", "group", "seeds"]].values.tolist() == [
+        ["tiny", "fedavg", "lr=0.05", 2], ["tiny", "fedavg", "lr=0.1", 1]]
+    assert table["final_accuracy"].tolist() == pytest.approx([(0.79 + 0.85) / 2, 0.79])
+    assert table["time_s@0.8"].tolist() == [(52.5 + 60) / 2, 52.5]
+    # by name alone (the default) they are three seeds of tiny
+    write_report([run_dir, slower_run_dir, other_lr], tmp_path / "by_name", [0.8])
+    assert pd.read_csv(tmp_path / "by_name" / "tta_by_scenario.csv")["seeds"].tolist() == [3]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.compare import compare_table, group_runs, run_folders, write_compare
+from analysis.compare import compare_table, group_runs, write_compare
 from analysis.compare_plots import participation
 from analysis.runs import load_run
 from testbed.cli import main
@@ -96,13 +96,6 @@ def test_participation_leaves_out_a_server_phase(run_dir):
     events = run_dir / "events.csv"
     events.write_text(events.read_text() + "-1,1,server,10.0,10.5,done\n")
     assert list(participation(load_run(run_dir)).index) == ["a", "b", "c"]
-
-
-def test_a_sweep_folder_stands_for_the_runs_its_index_lists(study, tmp_path):
-    index = tmp_path / "runs" / "sweep.csv"
-    pd.DataFrame({"folder": [str(study[0]), str(study[1]), str(tmp_path / "not_started")],
-                  "status": ["completed", "completed", "not started"]}).to_csv(index, index=False)
-    assert run_folders([tmp_path / "runs"]) == study[:2]
 
 
 def test_write_compare_writes_the_table_and_every_plot(study, tmp_path):
