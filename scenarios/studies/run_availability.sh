@@ -1,6 +1,7 @@
 #!/bin/sh
 # Study 2: FedAvg and FedAdam-SSM, each always-on / Markov on/off / FedScale-format trace, seeds 0 1 2, into
 # runs/studies/availability/<scenario>-<availability>/<seed>/; then the comparison (docs/availability.md).
+# executor.threads=2: two torch threads, the default when these tables were made (one since issue 27): a CNN rounds differently on another count.
 set -e
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-runs/studies/availability}
@@ -13,7 +14,7 @@ for alg in fedavg fedadam_ssm; do
     esac
     for seed in 0 1 2; do
       testbed run scenarios/studies/availability_$alg.yaml --seed $seed --out "$OUT" --quiet \
-        --set name=availability_$alg-$avail \
+        --set name=availability_$alg-$avail --set executor.threads=2 \
         --set "fleet.groups.0.availability=$spec" --set "fleet.groups.1.availability=$spec" > /dev/null
     done
   done
