@@ -1,7 +1,8 @@
 """How fast `testbed validate` answers: the wall-clock of `python -m testbed validate` in a fresh process on a
-malformed scenario (a YAML syntax error: answered before torch is imported), on a misspelt key (the schema
-answers, and it imports torch), on a valid scenario, and `python -m testbed --help` for reference; best of N,
-with the load average before and after (other processes on the machine slow every figure alike).
+malformed scenario (a YAML syntax error: answered before the schema is imported), on a misspelt key and on an
+unknown algorithm (the schema answers, without torch), on a valid scenario (no torch either), and
+`python -m testbed --help` for reference; best of N, with the load average before and after (other processes on
+the machine slow every figure alike).
 
     python benchmarks/validate_latency.py [--repeat 5]
 """
@@ -39,11 +40,13 @@ def main() -> None:
     text = valid.read_text()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory() as folder:
-        malformed, misspelt = Path(folder) / "malformed.yaml", Path(folder) / "misspelt.yaml"
+        malformed, misspelt, unknown = (Path(folder) / f"{n}.yaml" for n in ("malformed", "misspelt", "unknown"))
         malformed.write_text(text.replace("client: {lr", "client: [lr", 1))   # an unclosed flow sequence
         misspelt.write_text(text.replace("\nclient:", "\nclent:", 1))
+        unknown.write_text(text.replace("{name: fedavg}", "{name: fedavgg}", 1))
         cases = [("--help", ["--help"], 0), ("validate malformed.yaml (YAML error)", ["validate", str(malformed)], 2),
                  ("validate misspelt.yaml (schema error)", ["validate", str(misspelt)], 2),
+                 ("validate unknown.yaml (unknown algorithm)", ["validate", str(unknown)], 2),
                  ("validate quickstart.yaml (valid)", ["validate", str(valid)], 0)]
         for label, argv, expect in cases:
             print(f"{label:<40} {best_of(args.repeat, *argv, expect=expect):6.3f} s  (best of {args.repeat})",
