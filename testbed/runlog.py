@@ -20,6 +20,7 @@ from analysis.metrics import summarize
 from analysis.runs import EVENTS_NUMERIC, ROUNDS_NUMERIC, DamagedRun, table_of
 from testbed import checkpoint as ckpt
 from testbed.data.partition import label_histograms, non_iid_degree
+from testbed.degenerate import degenerate_rounds
 from testbed.errors import TestbedError
 
 ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
@@ -225,34 +226,3 @@ class RunWriter:
                                                           if row["energy_J"])
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary
-
-
-def degenerate_rounds(rounds: pd.DataFrame, scenario) -> dict:
-    """Rounds that trained nothing, counted for summary.json and a warning: those where no selected device met the
-    deadline (all cut late), those where none arrived otherwise (all dropped), and those whose start waited for a
-    device to come online (nobody was). Empty where there were none: legitimate experiments, but never silent."""
-    if scenario.protocol.kind != "sync" or rounds.empty:
-        return {}
-    nothing = rounds["arrived"] == 0
-    waited = rounds["t_start_s"] > rounds["t_end_s"].shift(1, fill_value=0.0)  # the previous round's end, or 0
-    counts = {"rounds_all_late": int((nothing & (rounds["late"] > 0)).sum()),
-              "rounds_all_dropped": int((nothing & (rounds["late"] == 0) & (rounds["dropped"] > 0)).sum()),
-              "rounds_waiting_for_devices": int(waited.sum())}
-    counts = {name: n for name, n in counts.items() if n}
-    return {"degenerate_rounds": counts} if counts else {}
-
-
-def degenerate_warning(summary: dict, scenario) -> str | None:
-    """The one line that says what degenerate_rounds counted, with what would change it."""
-    counts = summary.get("degenerate_rounds")
-    if not counts:
-        return None
-    said = []
-    if "rounds_all_late" in counts:
-        said.append(f"{counts['rounds_all_late']} where no selected device met round.deadline_s "
-                    f"({scenario.round.deadline_s:g} s)")
-    if "rounds_all_dropped" in counts:
-        said.append(f"{counts['rounds_all_dropped']} where every selected device went offline")
-    if "rounds_waiting_for_devices" in counts:
-        said.append(f"{counts['rounds_waiting_for_devices']} that waited for a device to come online")
-    return f"warning: {summary.get('rounds', '?')} rounds, of which {'; '.join(said)} (summary.json: degenerate_rounds)"

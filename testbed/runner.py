@@ -31,7 +31,8 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
     from testbed import checkpoint
     from testbed.engine import Engine
     from testbed.resources import Resources
-    from testbed.runlog import RunWriter, degenerate_warning, resolved, run_folder
+    from testbed.degenerate import degenerate_warning, ended_early
+    from testbed.runlog import RunWriter, resolved, run_folder
 
     try:
         exp = sc.build(scenario)
@@ -54,7 +55,10 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
 
         try:
             writer.facts |= resources.facts() | {"torch_threads": threads}
-            Engine(exp, on_round, writer.checkpoint, start, resources).run()
+            engine = Engine(exp, on_round, writer.checkpoint, start, resources)
+            engine.run()
+            if engine.kit.ran_out_at is not None:  # no device could train again: said, not silent
+                writer.facts |= ended_early(scenario, exp.fleet.availability, engine.kit.ran_out_at)
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
             raise TestbedError(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") from None
