@@ -41,6 +41,9 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
         raise TestbedError(f"{source}: {err}") from None
     start = checkpoint.load(run_folder(out, scenario), resolved(scenario)) if resume else None
     writer = RunWriter(out, exp, start)
+    if writer.dropped:  # rows of rounds after the checkpoint (and a torn one), which the run plays again
+        print(f"resume: dropped {', '.join(writer.dropped)} of {writer.path}, past the checkpoint at round "
+              f"{start.round}: the run plays those rounds again", file=sys.stderr)
     uplink = resumed_uplink(writer.path) if start else 0  # the bar's uplink total goes on where it stopped
     with tqdm(total=scenario.stop.max_rounds, initial=start.round if start else 0, unit="round",
               desc=scenario.name, disable=quiet) as bar:
