@@ -71,3 +71,19 @@ def test_an_asynchronous_run_on_a_dead_trace_says_so_too(two_devices, tmp_path, 
                                       {"kind": "async", "concurrency": 2, "buffer_size": 1})
     assert len(warnings) == 1 and "has no interval of positive length" in warnings[0]
     assert summary["rounds"] == 0 and summary["ended_early"]["at_s"] == 0
+
+
+def test_batteries_that_empty_for_good_end_the_run_and_say_so(two_devices, tmp_path, capsys):
+    # 0.001 Wh at half charge, never charged: both batteries empty during round 1's tasks (test_resources.py)
+    for group in two_devices["fleet"]["groups"]:
+        group["battery"] = {"capacity_Wh": 0.001, "initial_level": 0.5, "min_level": 0.1}
+    two_devices["stop"] = {"max_rounds": 3}
+    assert main(["run", str(write_yaml(tmp_path / "s.yaml", two_devices)), "--out", str(tmp_path), "--quiet"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    summary = json.loads((tmp_path / "two_devices" / "0" / "summary.json").read_text())
+    why = "every device online now or later has too little battery or memory for a task " \
+          "(resources, fleet.groups.N.battery)"
+    assert summary["rounds"] == 1 and summary["ended_early"]["why"] == why
+    assert summary["degenerate_rounds"] == {"rounds_all_dropped": 1}
+    assert len(warnings) == 1 and warnings[0].startswith("warning: the run ended after 1 of 3 rounds, at ")
+    assert why in warnings[0]
