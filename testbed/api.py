@@ -236,11 +236,11 @@ def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float |
 
 def _validated(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[Scenario, str]:
     """The scenario validated, and how errors name it (the file, or 'scenario'). A file is read (and its
-    overrides applied) before the schema is imported, which imports torch: a malformed file is answered at once."""
+    overrides applied) before the schema is imported; neither imports torch, which the run's modules do."""
     if _is_scenario(scenario) and not overrides and seed is None:
         return scenario, f"scenario {scenario.name}"
     raw, source, base_dir = _raw(scenario, overrides, seed)
-    from testbed import scenario as sc
+    from testbed import scenario_file as sc
 
     return sc.validate(raw, source, base_dir), source
 
@@ -271,10 +271,10 @@ def _raw(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tupl
 
 
 def _is_scenario(scenario) -> bool:
-    """Whether it is a validated Scenario; a path or a dict is told apart without importing the schema (torch)."""
+    """Whether it is a validated Scenario; a path or a dict is told apart without importing the schema."""
     if isinstance(scenario, (str, Path, dict)):
         return False
-    from testbed.scenario import Scenario
+    from testbed.schema.scenario import Scenario
 
     return isinstance(scenario, Scenario)
 

@@ -17,7 +17,7 @@ from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
 from testbed.local import LocalSGD
 from testbed.payload import CODECS
-from testbed.schema.algorithms import Build
+from testbed.algorithms.base import Build
 from testbed.schema.scenario import Scenario
 from testbed.submodel import SubmodelCosts
 

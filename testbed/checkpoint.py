@@ -5,9 +5,10 @@ read out of the client store), the bit-generator states of the selection and str
 clock, the round, whether the run has finished, and the byte lengths the tables had once that round's rows were
 in. Everything else a run carries from round to round is a function of the seed and the round (the fleet's
 availability and capability tiers, fluctuating rates, each device's training stream), so it needs no saving; battery
-levels are state, saved with the rest. `--resume` cuts the
-tables back to those lengths, which drops a torn row and the rows of rounds after the checkpoint, and plays on
-from the next round: the tables end exactly as those of a run never stopped.
+levels are state, saved with the rest. `--resume` checks that the tables still hold those bytes (their sha256),
+cuts them back to those lengths, which drops a torn row and the rows of rounds after the checkpoint, and plays on
+from the next round: the tables end exactly as those of a run never stopped. Rows it cannot have written (a
+finished run's, or not its own rounds after the checkpoint) are refused, never dropped (runlog.py).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class Checkpoint:
     strategy_rng: dict              # ... and of the strategy's own stream
     finished: bool = False          # the run stopped after this round (rounds, time or target reached)
     tables: dict[str, int] = field(default_factory=dict)   # table file -> its byte length at this round
+    digests: dict[str, str] = field(default_factory=dict)  # table file -> the sha256 of those bytes (none: older)
     scenario: str = ""              # the resolved scenario (YAML) the checkpoint belongs to
     protocol: dict = field(default_factory=dict)   # what the protocol carries on (async: tasks in flight, ...)
     resources: dict = field(default_factory=dict)  # what devices' resources carry on (battery levels)

@@ -24,6 +24,8 @@ from typing import Mapping, Union
 import numpy as np
 import torch
 
+from testbed import names
+
 Shapes = Mapping[str, torch.Size]
 Tensors = Mapping[str, torch.Tensor]
 
@@ -486,7 +488,8 @@ def _wire(dtype: str) -> np.dtype:
     return np.dtype(dtype).newbyteorder("<")
 
 
-CODECS: dict[str, Dense] = {"fp32": Dense("float32"), "fp16": Dense("float16")}
+FP32, FP16 = Dense("float32"), Dense("float16")
+CODECS = names.CODECS   # {"fp32": FP32, "fp16": FP16}, imported where first looked up
 
 
 def model_shapes(codec: Codec, tensors: Tensors) -> dict[str, torch.Size]:

@@ -1,10 +1,12 @@
 """The run folder: runs/<scenario>/<seed>/ with the resolved scenario, per-round and per-phase tables, the
 devices, a summary, and a checkpoint. Each round's rows go to each table in one write, so a run that fails keeps
-what it did; at a checkpoint the tables are synced to disk and their lengths saved with it, and a resumed run
-cuts them back to those lengths (dropping a row torn by a kill, and the rounds it will play again)."""
+what it did; at a checkpoint the tables are synced to disk and their lengths and digests saved with it, and a
+resumed run checks them and cuts the tables back to those lengths (dropping a row torn by a kill, and the rounds
+it will play again, in a line that says so); rows the run did not write are refused in one line, never dropped."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -20,6 +22,7 @@ from analysis.metrics import summarize
 from analysis.runs import EVENTS_NUMERIC, ROUNDS_NUMERIC, DamagedRun, table_of
 from testbed import checkpoint as ckpt
 from testbed.data.partition import label_histograms, non_iid_degree
+from testbed.degenerate import degenerate_rounds
 from testbed.errors import TestbedError
 
 ROUND_COLUMNS = ["round", "t_start_s", "t_end_s", "online", "selected", "arrived", "dropped", "late", "surplus",
@@ -119,6 +122,34 @@ def first_difference(before, now: dict) -> str:
 RESUMED_NUMERIC = {"rounds.csv": ROUNDS_NUMERIC, "events.csv": EVENTS_NUMERIC}
 
 
+def past_checkpoint(path: Path, data: bytes, kept: int, columns: list[str], resume: ckpt.Checkpoint) -> str | None:
+    """What a resumed run drops of a table (`data`, its bytes) past the checkpoint's `kept` bytes, as 'lines 6-7'
+    (None: nothing), where the run wrote it: whole rows of this table from rounds after an unfinished checkpoint's,
+    increasing by one in rounds.csv, and perhaps a row torn by a kill at the end; the resumed run plays those rounds
+    again. Anything else (lines after a finished run's last round, or not its rows) is someone's edit: refused in a
+    TestbedError naming the lines, so that nothing a user added is lost."""
+    past = data[kept:]
+    if not past:
+        return None
+    first = data[:kept].count(b"\n") + 1
+    lines = past.split(b"\n")
+    whole = [line.rstrip(b"\r") for line in lines[:-1]]  # the last piece: a row torn by a kill, or b""
+    count = len(whole) + bool(lines[-1])
+    where = f"line {first}" if count == 1 else f"lines {first}-{first + count - 1}"
+    rows = list(csv.reader(line.decode("utf-8", "replace") for line in whole))
+    rounds = [row[columns.index("round")] for row in rows if len(row) == len(columns)]
+    own = not resume.finished and len(rounds) == len(rows) and all(r.isdigit() and int(r) > resume.round
+                                                                    for r in rounds)
+    if own and path.name == "rounds.csv":
+        own = [int(r) for r in rounds] == list(range(resume.round + 1, resume.round + 1 + len(rounds)))
+    if not own:
+        after = f"after the run's last round ({resume.round})" if resume.finished else \
+            f"past the checkpoint (round {resume.round}) that are not rows the run wrote"
+        raise TestbedError(f"{path}: {where} {after}; --resume would drop them: move them to another file, then "
+                           "resume again (or run without --resume to start over)")
+    return where
+
+
 class RunWriter:
     """Writes a run folder from scratch, or, given the checkpoint a resumed run starts from, goes on with it."""
 
@@ -132,6 +163,8 @@ class RunWriter:
         self._write_devices(exp)
         if resume is None:
             (self.path / ckpt.FILE).unlink(missing_ok=True)  # an older run's: it must not be resumed into this one
+        self._digests: dict = {}  # table file -> sha256 of what it holds (the checkpoint keeps it: resume checks it)
+        self.dropped: list[str] = []  # a resumed run's rows past its checkpoint: 'rounds.csv lines 6-7'
         self._tables = {name: self._open(name, columns, resume) for name, columns in tables(scenario).items()}
         self.facts: dict = {}  # what the engine knows once built, for summary.json (the memory footprint)
         self.lost = False      # the folder was removed under the run (round() found it gone)
@@ -141,25 +174,38 @@ class RunWriter:
         path = self.path / name
         if resume is None:
             handle = open(path, "wb", buffering=0)
-            self._write(handle, [dict(zip(columns, columns))], columns)
+            self._digests[name] = hashlib.sha256(self._write(handle, [dict(zip(columns, columns))], columns))
         else:
-            if not path.is_file() or path.stat().st_size < resume.tables[name]:  # cutting would pad it with zeros
-                raise TestbedError(f"{path}: shorter than its checkpoint says ({resume.tables[name]} bytes); the "
+            kept = resume.tables[name]
+            if not path.is_file() or path.stat().st_size < kept:  # cutting would pad it with zeros
+                raise TestbedError(f"{path}: shorter than its checkpoint says ({kept} bytes); the "
                                    "run folder was changed, run without --resume to start over")
             try:  # what it keeps must read back
-                table_of(path, RESUMED_NUMERIC.get(name, ()), resume.tables[name])
+                table_of(path, RESUMED_NUMERIC.get(name, ()), kept)
             except DamagedRun as err:
                 raise TestbedError(f"{err}; or run without --resume to start over") from None
+            data = path.read_bytes()
+            self._digests[name] = hashlib.sha256(data[:kept])
+            if name in resume.digests and self._digests[name].hexdigest() != resume.digests[name]:
+                lines = data[:kept].count(b"\n")
+                raise TestbedError(f"{path}: its first {lines} lines (up to the checkpoint at "
+                                   f"round {resume.round}) were changed since the run wrote them; restore them, or "
+                                   "run without --resume to start over")
+            past = past_checkpoint(path, data, kept, columns, resume)
+            if past:
+                self.dropped.append(f"{name} {past}")
             handle = open(path, "r+b", buffering=0)
-            handle.truncate(resume.tables[name])
+            handle.truncate(kept)
             handle.seek(0, os.SEEK_END)
         return handle, columns
 
     @staticmethod
-    def _write(handle, rows: list[dict], columns: list[str]) -> None:
+    def _write(handle, rows: list[dict], columns: list[str]) -> bytes:
+        """Write the rows; what was written."""
         text = io.StringIO()
         csv.DictWriter(text, columns, lineterminator="\r\n").writerows(rows)
-        data = memoryview(text.getvalue().encode())
+        written = text.getvalue().encode()
+        data = memoryview(written)
         start = handle.tell()
         try:
             while data:  # one write call, unless the system takes less
@@ -167,6 +213,7 @@ class RunWriter:
         except OSError:  # a full disk: no torn row, the table ends at its last whole round
             handle.truncate(start)
             raise
+        return written
 
     def _write_devices(self, exp) -> None:
         fleet = exp.fleet
@@ -195,13 +242,14 @@ class RunWriter:
         rows = {"rounds.csv": [record], "events.csv": events, "battery.csv": record.pop("battery", []),
                 "links.csv": record.pop("links", [])}
         for name, (handle, columns) in self._tables.items():
-            self._write(handle, rows[name], columns)
+            self._digests[name].update(self._write(handle, rows[name], columns))
 
     def checkpoint(self, checkpoint: ckpt.Checkpoint) -> None:
         """Save the checkpoint with the tables' lengths, once the tables are on disk up to its round."""
         for handle, _ in self._tables.values():
             os.fsync(handle.fileno())
         checkpoint.tables = {name: handle.tell() for name, (handle, _) in self._tables.items()}
+        checkpoint.digests = {name: digest.hexdigest() for name, digest in self._digests.items()}
         checkpoint.scenario = self.resolved
         ckpt.save(self.path, checkpoint)
 
@@ -225,34 +273,3 @@ class RunWriter:
                                                           if row["energy_J"])
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
         return summary
-
-
-def degenerate_rounds(rounds: pd.DataFrame, scenario) -> dict:
-    """Rounds that trained nothing, counted for summary.json and a warning: those where no selected device met the
-    deadline (all cut late), those where none arrived otherwise (all dropped), and those whose start waited for a
-    device to come online (nobody was). Empty where there were none: legitimate experiments, but never silent."""
-    if scenario.protocol.kind != "sync" or rounds.empty:
-        return {}
-    nothing = rounds["arrived"] == 0
-    waited = rounds["t_start_s"] > rounds["t_end_s"].shift(1, fill_value=0.0)  # the previous round's end, or 0
-    counts = {"rounds_all_late": int((nothing & (rounds["late"] > 0)).sum()),
-              "rounds_all_dropped": int((nothing & (rounds["late"] == 0) & (rounds["dropped"] > 0)).sum()),
-              "rounds_waiting_for_devices": int(waited.sum())}
-    counts = {name: n for name, n in counts.items() if n}
-    return {"degenerate_rounds": counts} if counts else {}
-
-
-def degenerate_warning(summary: dict, scenario) -> str | None:
-    """The one line that says what degenerate_rounds counted, with what would change it."""
-    counts = summary.get("degenerate_rounds")
-    if not counts:
-        return None
-    said = []
-    if "rounds_all_late" in counts:
-        said.append(f"{counts['rounds_all_late']} where no selected device met round.deadline_s "
-                    f"({scenario.round.deadline_s:g} s)")
-    if "rounds_all_dropped" in counts:
-        said.append(f"{counts['rounds_all_dropped']} where every selected device went offline")
-    if "rounds_waiting_for_devices" in counts:
-        said.append(f"{counts['rounds_waiting_for_devices']} that waited for a device to come online")
-    return f"warning: {summary.get('rounds', '?')} rounds, of which {'; '.join(said)} (summary.json: degenerate_rounds)"

@@ -31,7 +31,8 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
     from testbed import checkpoint
     from testbed.engine import Engine
     from testbed.resources import Resources
-    from testbed.runlog import RunWriter, degenerate_warning, resolved, run_folder
+    from testbed.degenerate import degenerate_warning, ended_early
+    from testbed.runlog import RunWriter, resolved, run_folder
 
     try:
         exp = sc.build(scenario)
@@ -40,6 +41,9 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
         raise TestbedError(f"{source}: {err}") from None
     start = checkpoint.load(run_folder(out, scenario), resolved(scenario)) if resume else None
     writer = RunWriter(out, exp, start)
+    if writer.dropped:  # rows of rounds after the checkpoint (and a torn one), which the run plays again
+        print(f"resume: dropped {', '.join(writer.dropped)} of {writer.path}, past the checkpoint at round "
+              f"{start.round}: the run plays those rounds again", file=sys.stderr)
     uplink = resumed_uplink(writer.path) if start else 0  # the bar's uplink total goes on where it stopped
     with tqdm(total=scenario.stop.max_rounds, initial=start.round if start else 0, unit="round",
               desc=scenario.name, disable=quiet) as bar:
@@ -54,7 +58,10 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
 
         try:
             writer.facts |= resources.facts() | {"torch_threads": threads}
-            Engine(exp, on_round, writer.checkpoint, start, resources).run()
+            engine = Engine(exp, on_round, writer.checkpoint, start, resources)
+            engine.run()
+            if engine.kit.ran_out_at is not None:  # no device could train again: said, not silent
+                writer.facts |= ended_early(scenario, exp.fleet.availability, engine.kit.ran_out_at)
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
             raise TestbedError(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") from None

@@ -2,8 +2,9 @@
 
 Every problem becomes a one-line TestbedError naming the file, the field path and the fix (testbed/schema/errors.py
 words pydantic's errors). A key given twice in a mapping is refused (YAML says keys are unique; PyYAML would keep
-the last silently). Reading and overriding import yaml alone, the schema (which imports torch, through the
-algorithms) only once the file reads as a mapping: a malformed file is answered at once.
+the last silently). Reading and overriding import yaml alone, the schema only once the file reads as a
+mapping; neither imports torch (the schema knows the built-in names from testbed/names.py), so a scenario is
+answered, valid or not, before the run's modules are imported.
 """
 from __future__ import annotations
 

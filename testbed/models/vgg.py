@@ -10,6 +10,8 @@ GroupNorm with up to 32 groups (the largest divisor of the channel count not abo
 """
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import nn
 
@@ -81,3 +83,7 @@ class VGG16(VGG):
 
     def __init__(self, sample_shape=(3, 64, 64), num_classes=200, width: float = 1.0, norm: str = "bn"):
         super().__init__("vgg16", sample_shape, num_classes, width, norm)
+
+
+# the zoo's GroupNorm variants (testbed/names.py)
+VGG11_GN, VGG13_GN, VGG16_GN = (partial(vgg, norm="gn") for vgg in (VGG11, VGG13, VGG16))

@@ -108,6 +108,8 @@ class AsyncServer:
             env.process(self._alarm(self.wake_at, None))
         if not self.resumed:
             self._dispatch()
+            if not self.in_flight and self.wake_at is None:  # nobody will ever come: settling ends the run
+                self._poke()
         while True:
             yield self.poked
             self.poked = env.event()
@@ -167,6 +169,7 @@ class AsyncServer:
             return self._aggregate(final=True)
         self._dispatch()
         if not self.in_flight and self.wake_at is None:  # nothing in flight, and nobody will come online
+            self.kit.ran_out_of_devices(self.env.now)
             if self.buffer or self.window.ended or self.window.selected:
                 return self._aggregate(final=True)
             self._checkpoint(finished=True)

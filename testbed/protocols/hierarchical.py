@@ -109,6 +109,7 @@ def run_hierarchical(kit: Kit, env: simpy.Environment):
         t_start = env.now
         online = kit.online(t_start)
         if not kit.usable(t_start, online).any() and math.isinf(kit.next_wake(t_start)):
+            kit.ran_out_of_devices(t_start)
             break   # nobody will be able to train again
         kit.looked(online, t_start)
         sent = kit.deliver(state, {down})[down]

@@ -99,6 +99,7 @@ class Kit(TaskPlanning):
         network = self.scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
         self.links = LinkLog(self.topology)   # links.csv's rows, as the solves give them
+        self.ran_out_at: float | None = None   # see ran_out_of_devices
 
     # ---- the run ------------------------------------------------------------------------------------------
     def begin(self) -> Start:
@@ -343,6 +344,11 @@ class Kit(TaskPlanning):
         return False
 
     # ---- the rules ----------------------------------------------------------------------------------------
+    def ran_out_of_devices(self, t: float) -> None:
+        """The run ends at t, before its stop, because no device will be able to train again: kept for
+        summary.json and a warning (testbed/degenerate.py)."""
+        self.ran_out_at = t
+
     def out_of_time(self, t: float) -> bool:
         """Whether the simulated clock has reached stop.max_sim_time_s: no round starts, the run ends."""
         limit = self.scenario.stop.max_sim_time_s

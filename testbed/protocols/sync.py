@@ -94,6 +94,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
             break
         usable, online, excluded = yield from usable_devices(kit, env)
         if usable is None:  # nobody will be able to train again
+            kit.ran_out_of_devices(env.now)
             break
         t_start = env.now
         kit.looked(online, t_start)

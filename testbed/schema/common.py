@@ -43,10 +43,12 @@ def registered(kind: str, registry) -> type[str]:
 
 def pluggable(kind: str, registry, check: Callable[[Any, str], None]) -> type[str]:
     """A built-in's name in `registry`, a short name an installed package registers, or user code named
-    'package.module:attribute' (testbed/plugins.py); check(found, name) refuses what is not of this kind."""
+    'package.module:attribute' (testbed/plugins.py); check(found, name) refuses user code not of this kind. A
+    built-in is not looked up: it is the testbed's own, imported (with torch) only when a run needs it."""
 
     def valid(name: str) -> str:
-        check(plugins.resolve(kind, registry, name), name)
+        if name not in registry:
+            check(plugins.resolve(kind, registry, name), name)
         return name
 
     return Annotated[str, AfterValidator(valid)]

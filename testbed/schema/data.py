@@ -8,10 +8,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationInfo, field_validator,
                       model_validator)
 
-from testbed.data import DATASETS, Dataset
 from testbed.errors import TestbedError
-from testbed.models import MODELS
-from testbed.payload import CODECS
+from testbed.names import CODECS, DATASET_PARAMETERS, DATASETS, MODELS
 from testbed import plugins
 from testbed.schema.common import Fraction, Strict, pluggable, registered, relative_to_scenario
 
@@ -91,11 +89,10 @@ class Data(Strict):
 
     @model_validator(mode="after")
     def _loader_takes_these(self):
-        parameters = inspect.signature(self.loader()).parameters
-        root = parameters.get("root")
-        if self.root is None and root is not None and root.default is inspect.Parameter.empty:
+        parameters = self._loader_parameters()
+        if self.root is None and parameters.get("root"):
             raise ValueError(f"dataset '{self.name}' is read from disk; set data.root to the folder of its files")
-        if self.root is not None and root is None:
+        if self.root is not None and "root" not in parameters:
             raise ValueError(f"dataset '{self.name}' ships with the testbed; remove data.root")
         unknown = sorted(set(self.options) - set(parameters) - {"root"})
         if unknown:
@@ -104,10 +101,20 @@ class Data(Strict):
                              f"(it takes: {takes})")
         return self
 
+    def _loader_parameters(self) -> dict[str, bool]:
+        """What the loader takes by name, each with whether it must be given: a built-in's from its table in
+        testbed/names.py (not imported before the run), user code's from its signature."""
+        if self.name in DATASET_PARAMETERS:
+            return {p: p == "root" for p in DATASET_PARAMETERS[self.name]}
+        parameters = inspect.signature(self.loader()).parameters
+        return {n: p.default is inspect.Parameter.empty for n, p in parameters.items()}
+
     def loader(self):
         return plugins.resolve("dataset", DATASETS, self.name)
 
-    def load(self) -> Dataset:
+    def load(self):
+        from testbed.data import Dataset
+
         where = {"root": self.root} if self.root is not None else {}
         try:
             dataset = self.loader()(**where, **self.options)

@@ -10,7 +10,6 @@ from typing import Annotated, Union, get_args
 
 from pydantic import Discriminator, Tag
 
-from testbed.algorithms.base import Build
 from testbed.schema.algorithms.adaptive import (EfficientAdamConfig, FAdamETConfig, FAdamGTConfig, FAFEDConfig,
                                                 FairnessTopConfig, FedAdamMomentsConfig, FedAdamSSMConfig,
                                                 FedAdamSSMMConfig, FedAdamSSMVConfig, FedAdamTopConfig, FedDAConfig,
@@ -59,5 +58,5 @@ def runs_async() -> list[str]:
     return sorted(name for name, c in BUILTIN.items() if c.ASYNC)
 
 
-__all__ = ["Algorithm", "AlgorithmConfig", "BUILTIN", "Build", "CONFIGS", "PluginAlgorithm", "runs_async",
+__all__ = ["Algorithm", "AlgorithmConfig", "BUILTIN", "CONFIGS", "PluginAlgorithm", "runs_async",
            *(c.__name__ for c in CONFIGS)]

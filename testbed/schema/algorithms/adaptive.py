@@ -2,16 +2,15 @@
 FAdamGT / FAdamET, LocalAdam, FedLADA) and SCAFFOLD."""
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
 
-from testbed.algorithms import FAFED, MFL, ErrorFeedbackAdam, FedDA, FedLADA, FedLion, SparseFedAdam, Tracking
-from testbed.algorithms.base import Build
-from testbed.local import LocalAdam, LocalDualAveraging, LocalLion, LocalSGD
-from testbed.payload import Dense, IntegerDelta, Sign, TopK
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.common import Fraction
+
+if TYPE_CHECKING:
+    from testbed.algorithms.base import Build
 
 
 # ---- adaptive local optimizers with compressed uplinks ----------------------------------------------------
@@ -24,14 +23,20 @@ class FedAdamMomentsConfig(AlgorithmConfig):
     beta2: Fraction = 0.999
     eps: PositiveFloat = 1e-6
 
-    def _client(self, b: Build) -> LocalAdam:  # the paper's local Adam: no bias correction, eps inside the sqrt
+    def _client(self, b: Build):  # the paper's local Adam: no bias correction, eps inside the sqrt
+        from testbed.local import LocalAdam
+
         return LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps, bias_correction=False,
                          eps_inside_sqrt=True)
 
     def _codec(self, b: Build):
+        from testbed.payload import Dense
+
         return Dense(b.up.dtype, ("", "m", "v"))
 
     def strategy(self, b: Build):
+        from testbed.algorithms import SparseFedAdam
+
         return SparseFedAdam(self._client(b), self._codec(b), b.down.dtype, fairness=self.name == "fairness_top")
 
 
@@ -44,6 +49,8 @@ class FedAdamSSMConfig(FedAdamMomentsConfig):
     SHARED: ClassVar[bool] = True
 
     def _codec(self, b: Build):
+        from testbed.payload import TopK
+
         return TopK(self.alpha, ("", "m", "v"), b.up.dtype, shared_mask=self.SHARED, select_by=self.SELECT_BY)
 
 
@@ -79,6 +86,9 @@ class OneBitAdamConfig(FedAdamMomentsConfig):
     warmup_rounds: NonNegativeInt | None = None   # default: 10% of stop.max_rounds (the spec's recommendation)
 
     def strategy(self, b: Build):
+        from testbed.algorithms import ErrorFeedbackAdam
+        from testbed.payload import Sign
+
         warmup = round(0.1 * b.rounds) if self.warmup_rounds is None else self.warmup_rounds
         return ErrorFeedbackAdam(self._client(b), Sign(parts=("", "m"), norm="rms"), b.down.dtype,
                                  warmup_rounds=warmup)
@@ -91,6 +101,9 @@ class EfficientAdamConfig(FedAdamMomentsConfig):
     name: Literal["efficient_adam"]
 
     def strategy(self, b: Build):
+        from testbed.algorithms import ErrorFeedbackAdam
+        from testbed.payload import Sign
+
         return ErrorFeedbackAdam(self._client(b), Sign(norm="mean_abs"), b.down.dtype, local_moments=True)
 
 
@@ -108,6 +121,10 @@ class FedLionConfig(_FixedLocalSteps):
     beta2: Fraction = 0.99
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedLion
+        from testbed.local import LocalLion
+        from testbed.payload import IntegerDelta
+
         up = IntegerDelta(b.client.local_steps, ("m",), b.up.dtype)
         return FedLion(LocalLion(**b.schedule, beta1=self.beta1, beta2=self.beta2), up, b.down.dtype)
 
@@ -119,6 +136,10 @@ class MFLConfig(AlgorithmConfig):
     momentum: Annotated[float, Field(gt=0, lt=1)] = 0.9   # without it MFL is FedAvg
 
     def strategy(self, b: Build):
+        from testbed.algorithms import MFL
+        from testbed.local import LocalSGD
+        from testbed.payload import Dense
+
         return MFL(LocalSGD(**b.schedule, momentum=self.momentum), Dense(b.up.dtype, ("", "m")), b.down.dtype)
 
 
@@ -131,6 +152,10 @@ class FAFEDConfig(_FixedLocalSteps):
     eps: PositiveFloat = 1e-6
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FAFED
+        from testbed.local import LocalAdam
+        from testbed.payload import Dense
+
         client = LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps, decoupled=True)
         return FAFED(client, Dense(b.up.dtype, ("", "m", "v")), b.down.dtype)
 
@@ -143,6 +168,10 @@ class FedDAConfig(AlgorithmConfig):
     server_lr: PositiveFloat = 1.0           # eta_g (the code: 1 on EMNIST, 3.3 on CIFAR)
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedDA
+        from testbed.local import LocalDualAveraging
+        from testbed.payload import Dense
+
         return FedDA(LocalDualAveraging(**b.schedule, beta=self.beta), Dense(b.up.dtype, ("", "m")), b.down.dtype,
                      server_lr=self.server_lr)
 
@@ -160,6 +189,9 @@ class FAdamGTConfig(AlgorithmConfig):
     MODE: ClassVar[str] = "gt"
 
     def strategy(self, b: Build):
+        from testbed.algorithms import Tracking
+        from testbed.local import LocalAdam
+
         client = LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps,
                            weight_decay=self.weight_decay, bias_correction=False, amsgrad=True)
         return Tracking(client, self.MODE, self.track_fraction, self.server_lr, b.fleet_size, b.up.dtype,
@@ -191,6 +223,10 @@ class FedLADAConfig(_FixedLocalSteps):
     server_lr: PositiveFloat = 1.0
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedLADA
+        from testbed.local import LocalAdam
+        from testbed.payload import Dense
+
         client = LocalAdam(**(b.schedule | {"lr": b.client.lr * self.alpha}), beta1=self.beta1, beta2=self.beta2,
                            eps=self.eps, bias_correction=False, amsgrad=True)
         return FedLADA(client, Dense(b.up.dtype, ("", "v")), b.down.dtype, alpha=self.alpha, local_lr=b.client.lr,
@@ -204,5 +240,8 @@ class ScaffoldConfig(AlgorithmConfig):
     server_lr: PositiveFloat = 1.0
 
     def strategy(self, b: Build):
+        from testbed.algorithms import Tracking
+        from testbed.local import LocalSGD
+
         return Tracking(LocalSGD(**b.schedule), "scaffold", 1.0, self.server_lr, b.fleet_size, b.up.dtype,
                         b.down.dtype)

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from testbed.algorithms.base import Build, Strategy
 from testbed.schema.common import Strict
+
+if TYPE_CHECKING:  # the schema imports no torch: a config's strategy() imports what it builds
+    from testbed.algorithms.base import Build, Strategy
 
 # ASYNC: the asynchronous update rules an algorithm runs under (protocol.kind: async): "buffered", FedBuff's
 # staleness-weighted updates through the server rule; "mixing", FedAsync's x <- (1 - a) x + a x_new, which needs

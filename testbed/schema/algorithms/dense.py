@@ -1,14 +1,15 @@
 """FedAvg, FedProx and the FedOpt servers (FedAvgM, FedAdagrad, FedAdam, FedYogi): testbed/algorithms/fedavg.py."""
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import NonNegativeFloat, PositiveFloat
 
-from testbed.algorithms import FedAvg, ServerAdagrad, ServerAdam, ServerSGD, ServerYogi
-from testbed.algorithms.base import Build
 from testbed.schema.algorithms.config import BUFFERED, BUFFERED_AND_MIXING, AlgorithmConfig
 from testbed.schema.common import Fraction
+
+if TYPE_CHECKING:
+    from testbed.algorithms.base import Build
 
 
 class FedAvgConfig(AlgorithmConfig):
@@ -16,6 +17,8 @@ class FedAvgConfig(AlgorithmConfig):
     name: Literal["fedavg"]
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedAvg
+
         return FedAvg(b.client, down=b.down, up=b.up)
 
 
@@ -25,6 +28,8 @@ class FedProxConfig(AlgorithmConfig):
     mu: NonNegativeFloat = 0.01
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedAvg
+
         return FedAvg(b.client, proximal_mu=self.mu, down=b.down, up=b.up)
 
 
@@ -35,6 +40,8 @@ class FedAvgMConfig(AlgorithmConfig):
     server_momentum: Fraction = 0.9
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedAvg, ServerSGD
+
         return FedAvg(b.client, ServerSGD(self.server_lr, self.server_momentum), down=b.down, up=b.up)
 
 
@@ -46,9 +53,13 @@ class FedAdagradConfig(AlgorithmConfig):
     tau: PositiveFloat = 1e-3
 
     def _server(self):
+        from testbed.algorithms import ServerAdagrad
+
         return ServerAdagrad(self.server_lr, self.beta1, tau=self.tau)
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedAvg
+
         return FedAvg(b.client, self._server(), down=b.down, up=b.up)
 
 
@@ -58,6 +69,8 @@ class FedAdamConfig(FedAdagradConfig):
     beta2: Fraction = 0.99
 
     def _server(self):
+        from testbed.algorithms import ServerAdam
+
         return ServerAdam(self.server_lr, self.beta1, self.beta2, self.tau)
 
 
@@ -65,4 +78,6 @@ class FedYogiConfig(FedAdamConfig):
     name: Literal["fedyogi"]
 
     def _server(self):
+        from testbed.algorithms import ServerYogi
+
         return ServerYogi(self.server_lr, self.beta1, self.beta2, self.tau)

@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from testbed import plugins
-from testbed.algorithms.base import Build, Strategy
 from testbed.errors import TestbedError
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.options import annotated_types, check_options, parameters
@@ -27,7 +26,10 @@ class PluginAlgorithm(AlgorithmConfig):
     def _names_a_strategy(cls, name: str) -> str:
         from testbed.schema.algorithms import BUILTIN
 
-        plugins.check_subclass(plugins.resolve("algorithm", BUILTIN, name), Strategy, name)
+        found = plugins.resolve("algorithm", BUILTIN, name)   # user code: importing it imports torch anyway
+        from testbed.algorithms.base import Strategy
+
+        plugins.check_subclass(found, Strategy, name)
         return name
 
     @model_validator(mode="after")
@@ -37,7 +39,7 @@ class PluginAlgorithm(AlgorithmConfig):
             check_options("algorithm", self.name, takes, annotated_types(self._creator()[0]), self.options)
         return self
 
-    def _class(self) -> type[Strategy]:
+    def _class(self) -> type:
         from testbed.schema.algorithms import BUILTIN
 
         return plugins.resolve("algorithm", BUILTIN, self.name)
@@ -45,6 +47,8 @@ class PluginAlgorithm(AlgorithmConfig):
     def _creator(self) -> tuple[Any, bool]:
         """What takes the options: the strategy's own create, or (the default create) its constructor; and
         whether it is the constructor."""
+        from testbed.algorithms.base import Strategy
+
         cls = self._class()
         default = cls.create.__func__ is Strategy.create.__func__
         return (cls if default else cls.create), default
@@ -67,7 +71,9 @@ class PluginAlgorithm(AlgorithmConfig):
     def needs_server_data(self) -> bool:
         return self._class().NEEDS_SERVER_DATA
 
-    def strategy(self, b: Build) -> Strategy:
+    def strategy(self, b):
+        from testbed.algorithms.base import Strategy
+
         try:
             made = self._class().create(b, **self.options)
         except (TypeError, ValueError) as err:

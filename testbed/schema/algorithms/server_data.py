@@ -3,17 +3,16 @@ ablations, FedAP and the pruning baselines."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
-import torch
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from testbed.algorithms import FedAvg
-from testbed.algorithms.base import Build
-from testbed.algorithms.feddumap import FedDUMAP
 from testbed.errors import TestbedError
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.common import Fraction
+
+if TYPE_CHECKING:
+    from testbed.algorithms.base import Build
 
 
 # ---- a server with its own data (FedDUMAP, specs/feddumap.md) ----------------------------------------------
@@ -31,6 +30,8 @@ class DataSharingConfig(_ServerDataMethod):
     share_fraction: Annotated[float, Field(gt=0, le=1)] = 0.05
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedAvg
+
         return FedAvg(b.client, down=b.down, up=b.up)
 
     def server_share(self) -> float:
@@ -66,6 +67,9 @@ class FedDUMAPConfig(_ServerDataMethod):
         return self
 
     def strategy(self, b: Build):
+        import torch
+        from testbed.algorithms.feddumap import FedDUMAP
+
         if self.prune_round is not None and self.prune not in ("unstructured", "adaptive") and \
                 any(isinstance(m, torch.nn.RNNBase) for m in b.costs.model.modules()):
             raise TestbedError(f"algorithm.prune: {self.name} removes conv filters, which needs a feed-forward "

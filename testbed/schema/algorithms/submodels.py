@@ -1,19 +1,23 @@
 """Submodel methods (FedLPS, FLST, RCR; HeteroFL, FjORD, FedRolex, eFD, FedMP) and their sparse-ratio policies."""
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
 
-import torch
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from testbed.algorithms import EUCB, PUCBV, CapabilityRatio, FedLPS, FixedRatio, LevelsUpToCapability, PartialModel
-from testbed.algorithms.base import Build
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.errors import TestbedError
 from testbed.schema.common import Capability, Fraction, Strict
 
+if TYPE_CHECKING:
+    from testbed.algorithms.base import Build
+
 
 # ---- sparse-ratio policies -------------------------------------------------------------------------------
+# LevelsUpToCapability's default levels (FedLPS's capability tiers), here without importing it (and torch);
+# tests/testbed/test_names.py holds the two equal
+FJORD_LEVELS = (0.0625, 0.125, 0.25, 0.5, 1.0)
+
 class _IntervalBandit(Strict):
     """Interval bandits over [low, high] (testbed/algorithms/bandits.py)."""
 
@@ -28,14 +32,9 @@ class _IntervalBandit(Strict):
     # the authors' code), or "ucbv" log(m + 1), UCB-V's schedule, which keeps an exploration bonus
     exploration: Literal["paper", "ucbv"] = "paper"
 
-    def policy(self, b: Build):
-        return self.POLICY(**self.model_dump(exclude={"kind", "xi"}), xi=self.xi or b.xi)
-
-
 class PUCBVRatio(_IntervalBandit):
     """FedLPS's P-UCBV bandit, one agent per device (defaults: specs/fedlps.md sec. 6)."""
 
-    POLICY: ClassVar[type] = PUCBV
     kind: Literal["pucbv"]
     low: Capability = 0.5
     partitions: PositiveInt = 5
@@ -48,6 +47,8 @@ class PUCBVRatio(_IntervalBandit):
     cap: bool = True
 
     def policy(self, b: Build):
+        from testbed.algorithms import PUCBV
+
         measured = self.initial_accuracy == "measured"
         return PUCBV(**self.model_dump(exclude={"kind", "xi", "initial_accuracy"}), xi=self.xi or b.xi,
                      initial_accuracy=0.0 if measured else self.initial_accuracy,
@@ -57,11 +58,15 @@ class PUCBVRatio(_IntervalBandit):
 class EUCBRatio(_IntervalBandit):
     """FedMP's E-UCB bandit."""
 
-    POLICY: ClassVar[type] = EUCB
     kind: Literal["eucb"]
     low: Capability = 0.2
     partitions: PositiveInt = 1
     cap: bool = False
+
+    def policy(self, b: Build):
+        from testbed.algorithms import EUCB
+
+        return EUCB(**self.model_dump(exclude={"kind", "xi"}), xi=self.xi or b.xi)
 
 
 class FixedRatioConfig(Strict):
@@ -70,6 +75,8 @@ class FixedRatioConfig(Strict):
     cap: bool = False                        # min(z_k, ratio)
 
     def policy(self, b: Build):
+        from testbed.algorithms import FixedRatio
+
         return FixedRatio(self.ratio, self.cap)
 
 
@@ -79,6 +86,8 @@ class CapabilityRatioConfig(Strict):
     kind: Literal["capability"]
 
     def policy(self, b: Build):
+        from testbed.algorithms import CapabilityRatio
+
         return CapabilityRatio()
 
 
@@ -86,9 +95,11 @@ class LevelsRatio(Strict):
     """s uniform among the width levels <= z_k (FjORD)."""
 
     kind: Literal["levels"]
-    levels: list[Capability] = Field(default_factory=lambda: list(LevelsUpToCapability.levels), min_length=1)
+    levels: list[Capability] = Field(default_factory=lambda: list(FJORD_LEVELS), min_length=1)
 
     def policy(self, b: Build):
+        from testbed.algorithms import LevelsUpToCapability
+
         return LevelsUpToCapability(tuple(self.levels))
 
 
@@ -107,6 +118,8 @@ class FedLPSConfig(AlgorithmConfig):
     code_faithful: bool = False              # the authors' code: no task gradient to the scores, no L_pr, fresh scores
 
     def strategy(self, b: Build):
+        from testbed.algorithms import FedLPS
+
         return FedLPS(b.client, b.costs, self.ratio.policy(b), self.mu, self.lam, self.code_faithful, b.down,
                       b.up.dtype)
 
@@ -133,6 +146,9 @@ class PartialConfig(AlgorithmConfig):
     ratio: Ratio = CapabilityRatioConfig(kind="capability")
 
     def strategy(self, b: Build):
+        import torch
+        from testbed.algorithms import PartialModel
+
         if any(isinstance(m, torch.nn.RNNBase) for m in b.costs.model.modules()):
             raise TestbedError(f"algorithm.name: {self.name} trains structurally shrunk submodels, which need a "
                                "feed-forward model; use fedlps (masks rows of recurrent layers too) or a conv/linear model")
