@@ -209,6 +209,7 @@ def test_pucbv_agents_split_at_their_ratio_and_learn_the_reward(run):
     assert 0.5 <= recording.bandit_ratios[1][0] < 1.0  # and a fresh ratio drawn for round 2
 
 
+@pytest.mark.slow
 def test_device_state_spilled_to_disk_gives_the_same_run(monkeypatch):
     """FedLPS keeps scores, a bandit and a personal model per device: with one device in memory (the other on
     disk) the tables are the same as with all in memory."""

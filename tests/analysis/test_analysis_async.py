@@ -156,6 +156,7 @@ def test_write_report_of_sync_and_async_runs(async_run_dir, run_dir, tmp_path):
     assert "tiny-async/0" in text
 
 
+@pytest.mark.slow
 def test_report_and_compare_commands_on_async_and_mixed_folders(async_run_dir, run_dir, tmp_path, capsys):
     assert main(["report", str(async_run_dir), "--out", str(tmp_path / "one")]) == 0
     assert (tmp_path / "one" / "report.html").is_file() and (tmp_path / "one" / "staleness_tiny-async_0.png").is_file()

@@ -74,6 +74,7 @@ def test_an_unwritable_cache_folder_costs_only_speed(tmp_path, monkeypatch, caps
     assert err.count("\n") == 1 and "cannot write the dataset cache" in err and "TESTBED_CACHE_DIR" in err
 
 
+@pytest.mark.slow
 def test_cached_bundled_datasets_equal_the_parsed_ones(cache):
     assert _same(load_mnist5k(), load_mnist5k.__wrapped__())
     load_mnist5k()

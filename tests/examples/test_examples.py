@@ -115,6 +115,7 @@ def test_a_strategy_defined_in_the_running_script_is_main_colon_name(tmp_path):
     assert done.stdout.split() == ["1", "__main__:Frozen"]
 
 
+@pytest.mark.slow
 def test_the_least_trained_selector_gives_every_device_a_turn(tmp_path, monkeypatch):
     """quickstart's 60 phones always on, 10 a round for 4 rounds: least_trained trains 40 distinct devices,
     where uniform draws some twice."""

@@ -81,6 +81,7 @@ def _premise(selection: str, rounds: int, seed: int) -> dict:
     return raw
 
 
+@pytest.mark.slow
 def test_fewer_drops_than_uniform_where_its_premise_holds(monkeypatch):
     """Measured, 10 rounds, seeds 0 and 1: uniform drops 8 + 15 tasks, availability 7 + 9; it gives the rarely
     online, long-session devices 10-19 more of the tasks."""

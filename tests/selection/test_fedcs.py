@@ -97,6 +97,7 @@ def test_it_sees_the_declared_figures_not_the_hidden_tiers_nor_the_availability(
     assert np.array_equal(*picks) and len(picks[0]) > 0
 
 
+@pytest.mark.slow
 def test_fewer_late_devices_than_uniform_on_fedprox_deadline(uniform_deadline_run):
     """Measured over 3 rounds at a 10 s deadline: uniform's picks include low-end phones whose ~12 s uploads
     miss it (2 late here); FedCS asks 10% of the candidates and keeps those whose uploads, one after another,

@@ -124,6 +124,7 @@ def spread(events, task_s) -> float:
     return float(np.mean([np.ptp(task_s[d]) for d in selected_by_round(events).values()]))
 
 
+@pytest.mark.slow
 def test_rounds_of_devices_alike_in_speed_on_fedprox_deadline(uniform_deadline_run):
     """Measured over 3 rounds: uniform's rounds mix Jetsons (0.4 s declared) with low-end phones (16 s), a spread
     of 15.5, 4.5 and 15.5 s; TiFL's each draw one tier of 20 (5 tiers of 100): the mid phones (0.15 s), the slower

@@ -99,6 +99,7 @@ def test_load_run_reads_back_the_frames_run_returned(tiny, tmp_path):
     assert set(again.events["device"]) == {0, 1} and again.report is None
 
 
+@pytest.mark.slow
 def test_seeds_give_a_run_each_and_one_report(tiny, tmp_path):
     runs = testbed.run(tiny, seeds=[1, 0], out=tmp_path, quiet=True)
     assert [r.path for r in runs] == [tmp_path / "tiny" / "1", tmp_path / "tiny" / "0"]

@@ -239,6 +239,7 @@ def _tables(run):
     return [(run / name).read_bytes() for name in ("rounds.csv", "events.csv")]
 
 
+@pytest.mark.slow
 def test_serial_and_batched_executors_give_the_same_async_run(tmp_path):
     raw = three_devices(tmp_path) | {"stop": {"max_rounds": 6}, "eval": {"every_rounds": 2}}
     runs = {}

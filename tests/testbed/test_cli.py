@@ -11,8 +11,21 @@ from testbed.cli import main
 from testbed.scenario import load
 
 NO_FLOWER = pytest.mark.skipif(importlib.util.find_spec("flwr") is None, reason="Flower (the flower extra) missing")
+# Two rounds of these take 2 s or more each on 2 idle cores (a CNN, a big fleet or several edge rounds): they run in
+# the slow target (`pytest -m slow`); test_quickstart_runs_shortened runs the quickstart in the default one.
+LONG_TO_RUN = {"quickstart.yaml", "hierfavg.yaml", "fedadam_ssm.yaml", "shakespeare.yaml", "feddumap.yaml",
+               "fedbuff.yaml", "fedprox_deadline.yaml", "har.yaml", "fedlion.yaml", "fadamgt.yaml", "digits.yaml",
+               "flower_fedadam.yaml", "availability_fedadam_ssm.yaml", "availability_fedavg.yaml",
+               "throttled_phones.yaml", "network_fedbuff.yaml"}
 SCENARIOS = [pytest.param(p, marks=NO_FLOWER) if p.name.startswith("flower_") else p  # name: flower needs flwr
              for p in sorted((ROOT / "scenarios").rglob("*.yaml"))]  # the studies too
+
+
+def _marked_long(param):
+    path = param.values[0] if isinstance(param, type(pytest.param(None))) else param
+    slow = path.name in LONG_TO_RUN or path.name.startswith("fedlps_mnist")   # nine variants of one scenario
+    marks = [*getattr(param, "marks", ()), *([pytest.mark.slow] if slow else [])]
+    return pytest.param(path, marks=marks)
 
 
 def _bad(two_devices, mutate):
@@ -112,6 +125,7 @@ def test_quickstart_runs_shortened(tmp_path, capsys):
     assert len(devices) == 100 and devices["num_samples"].sum() == 4000
 
 
+@pytest.mark.slow  # three CNN runs; the executors' and the sweeps' tests hold determinism in the default target
 def test_same_scenario_and_seed_give_identical_tables(two_devices, tmp_path):
     two_devices["fleet"]["groups"][1]["availability"] = {"kind": "markov", "mean_on_s": 3, "mean_off_s": 1}
     two_devices["stop"] = {"max_rounds": 4}
@@ -137,7 +151,7 @@ def test_diverging_run_keeps_its_rounds(two_devices, tmp_path, capsys):
     assert json.loads((run / "summary.json").read_text())["status"].startswith("failed")
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.name)
+@pytest.mark.parametrize("scenario", [_marked_long(p) for p in SCENARIOS], ids=lambda p: p.name)
 def test_every_bundled_scenario_runs_two_rounds(scenario, tmp_path):
     assert main(["run", str(scenario), "--out", str(tmp_path), "--quiet", "--set", "stop.max_rounds=2"]) == 0
     rounds = pd.read_csv(next(tmp_path.glob("*/0/rounds.csv")))

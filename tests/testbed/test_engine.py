@@ -135,6 +135,7 @@ def test_a_round_without_tasks_closes_at_once():
     assert (play.t_end, play.kept, play.cut, play.phases) == (0, [], {}, [])
 
 
+@pytest.mark.slow
 def test_stop_rules_and_evaluation_schedule(two_devices):
     two_devices["stop"] = {"max_rounds": 5, "max_sim_time_s": 5.0}  # rounds start at 0 and 4.5, not at 9
     assert [r["t_start_s"] for r in simulate(two_devices)[0]] == [0, 4.5]

@@ -109,6 +109,7 @@ def test_serial_and_batched_runs_agree(two_devices, tmp_path):
     _same_run(serial, _run(tmp_path, dict(two_devices), {"kind": "batched", "max_clients": 2}, "batched2"))
 
 
+@pytest.mark.slow
 def test_ray_with_two_workers_agrees_with_serial(two_devices, tmp_path):
     pytest.importorskip("ray")
     serial = _run(tmp_path, dict(two_devices), {"kind": "serial"}, "serial")
@@ -206,6 +207,7 @@ def test_evaluation_in_small_batches_gives_the_whole_batch_numbers():
     assert loss == expected_loss and np.array_equal(correct, np.concatenate(expected_correct))
 
 
+@pytest.mark.slow
 def test_a_ray_worker_killed_mid_round_is_replaced_and_the_tables_are_unbroken(two_devices, tmp_path, monkeypatch):
     pytest.importorskip("ray")
     from testbed.execution.ray import RayExecutor
@@ -230,6 +232,7 @@ def test_a_ray_worker_killed_mid_round_is_replaced_and_the_tables_are_unbroken(t
         pd.testing.assert_frame_equal(after_a_death, without, check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_ray_worker_dying_twice_in_a_round_stops_the_run_in_one_line_with_its_tables_whole(two_devices, tmp_path,
                                                                                               capsys, monkeypatch):
     pytest.importorskip("ray")

@@ -31,6 +31,7 @@ def _tables(index_file):
             for row in index.to_dict("records")}, index
 
 
+@pytest.mark.slow
 def test_a_sweep_with_two_jobs_gives_the_serial_tables(scenario_file, tmp_path, capsys):
     assert main(["sweep", str(scenario_file), *GRID, "--out", str(tmp_path / "serial"), "--quiet"]) == 0
     capsys.readouterr()
@@ -56,6 +57,7 @@ def test_a_failing_combination_is_indexed_while_the_others_complete(scenario_fil
     assert index[index["client.lr"] != 0.05]["status"].str.startswith("failed: round 1: the model diverged").all()
 
 
+@pytest.mark.slow
 def test_run_seeds_in_parallel_equals_one_run_per_seed(scenario_file, tmp_path, capsys):
     for seed in (0, 1):
         assert main(["run", str(scenario_file), "--seed", str(seed), "--out", str(tmp_path / "one"), "--quiet"]) == 0
@@ -110,7 +112,8 @@ CNN = {**TWO_DEVICES, "name": "cnn", "client": {"lr": 0.05, "batch_size": 10, "l
        "stop": {"max_rounds": 2}}
 
 
-@pytest.mark.parametrize("threads", [[], ["--set", "executor.threads=2"]], ids=["default", "pinned"])
+@pytest.mark.parametrize("threads", [[], pytest.param(["--set", "executor.threads=2"], marks=pytest.mark.slow)],
+                         ids=["default", "pinned"])
 def test_a_parallel_sweep_gives_the_serial_tables_for_a_cnn(tmp_path, capsys, threads):
     """Unset, every run trains on one thread wherever it runs (execution/threads.DEFAULT_THREADS); pinned, on its
     count, also in a worker of --jobs 2 on 2 cores."""

@@ -35,7 +35,8 @@ def _rows(path) -> int:
     return max(0, path.read_bytes().count(b"\n") - 1) if path.exists() else 0
 
 
-@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("kill", [signal.SIGKILL, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
+                         ids=["SIGKILL", "SIGTERM"])
 def test_a_killed_run_resumes_to_the_tables_of_an_unbroken_run(kill, tmp_path, monkeypatch):
     """SIGKILL leaves no summary; SIGTERM is taken as Ctrl-C: the tables kept, the run marked interrupted, exit
     code 130. Either way --resume ends with the tables of a run never stopped."""
