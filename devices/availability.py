@@ -18,6 +18,7 @@ from .sampled import GroupSampled
 from .seeding import child_seed, device_generators, device_rng
 
 DAY_S = 86400.0
+FEW = 16          # devices a query answers one by one (in Python) rather than with numpy's array calls
 CURSOR_STEPS = 4  # rows a device may step over from the last query's answer before a binary search is cheaper
 HOUR_S = 3600.0
 # Draws are made in blocks so that the random stream does not depend on the horizon; 64 keeps the number of
@@ -321,6 +322,13 @@ class Availability(GroupSampled):
             raise IndexError(f"devices out of range for {self.n} devices")
         self._cover(t)  # t < horizon from here: an offline answer is final
         while True:
+            if len(devices) <= FEW:   # numpy's calls cost more than a loop over a handful of devices
+                each = [self._until_one(d, t, None if needed_until is None else float(needed_until[i]))
+                        for i, d in enumerate(devices.tolist())]
+                if None not in each:
+                    return np.array(each, dtype=float)
+                self._sample(2 * self._horizon_s)
+                continue
             index = self._first_ending_after_each(devices, t)
             has_one = index < self._offsets[1:][devices]
             row = np.where(has_one, index, 0)
@@ -332,6 +340,17 @@ class Availability(GroupSampled):
             if not (unsettled & ~enough).any():
                 return np.where(unsettled, self._horizon_s, np.where(online, ends, float(t)))
             self._sample(2 * self._horizon_s)
+
+    def _until_one(self, device: int, t: float, needed_until: float | None) -> float | None:
+        """online_until_each for one device, None where the sample cannot settle it (online past the horizon,
+        and needed to or past it)."""
+        index = self._first_ending_after_one(device, t)
+        if index == self._offsets[device + 1] or self._starts[index] > t:   # offline at t
+            return float(t)
+        end = float(self._ends[index])
+        if end < self._horizon_s or end == math.inf:
+            return end
+        return self._horizon_s if needed_until is not None and needed_until < self._horizon_s else None
 
     def next_online(self, device: int, t: float) -> float:
         """The earliest t' >= t at which the device is online; math.inf if never."""
@@ -446,6 +465,22 @@ class Availability(GroupSampled):
         else:
             index = self._search(index, last, t)
         self._memo_index[devices], self._memo_t[devices] = index, t
+        return index
+
+    def _first_ending_after_one(self, device: int, t: float) -> int:
+        """_first_ending_after_each for one device, in plain Python (numpy's calls cost more than a few steps):
+        the same steps from the same answers kept, then a binary search over the rest of its rows."""
+        if self._cursor is not None and t == self._cursor[0]:
+            return int(self._cursor[1][device])
+        last, ends = int(self._offsets[device + 1]), self._ends
+        index = int(self._offsets[device] if self._memo_t[device] > t else self._memo_index[device])
+        for _ in range(CURSOR_STEPS):
+            if index == last or ends[index] > t:
+                break
+            index += 1
+        else:
+            index += int(np.searchsorted(ends[index:last], t, side="right"))
+        self._memo_index[device], self._memo_t[device] = index, t
         return index
 
     def _search(self, low: np.ndarray, high: np.ndarray, t: float) -> np.ndarray:

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import simpy
-import torch
 
 from testbed.algorithms.base import Failure, Task
 from testbed.clock import TaskPlan, Timeline
@@ -185,8 +184,7 @@ class AsyncServer:
         self.version += 1
         r, now = self.version, env.now
         buffer, self.buffer = self.buffer, []
-        work = [(t.task, t.timeline, self.received[t.version][t.task.down]) for t, _ in buffer]
-        arrivals = self._weighted(kit.train(work), buffer)
+        arrivals = self._trained(buffer)
         failures = [Failure(t.task.device, why) for t, why in self.window.ended]
         t_previous = self.window.t_start
         self.state, metrics = kit.strategy.aggregate(self.state, r, arrivals, failures)
@@ -226,13 +224,15 @@ class AsyncServer:
             self._checkpoint(finished=True)
         return final
 
-    def _weighted(self, arrivals: list, buffer: list[tuple[InFlight, int]]) -> list:
-        """The updates as the strategy aggregates them: FedBuff's s(tau) Delta, or FedAsync's mixture."""
+    def _trained(self, buffer: list[tuple[InFlight, int]]) -> list:
+        """The buffer's updates trained, as the strategy aggregates them: FedBuff's s(tau) Delta (each update times
+        its weight, one product a parameter), or FedAsync's mixture."""
+        work = [(t.task, t.timeline, self.received[t.version][t.task.down]) for t, _ in buffer]
         weights = [self.weight(tau) for _, tau in buffer]
         if self.protocol.mixing is None:
-            return [replace(a, update=update) for a, update in zip(arrivals, scaled(arrivals, weights))]
+            return self.kit.train(work, weights)
         mixed = []
-        for arrival, (task, _), s in zip(arrivals, buffer, weights):
+        for arrival, (task, _), s in zip(self.kit.train(work), buffer, weights):
             alpha, start, x = self.protocol.mixing * s, self.received[task.version][task.task.down], self.state.params
             mixed.append(replace(arrival, update={n: alpha * (start[n] + u - x[n]) for n, u in arrival.update.items()}))
         return mixed
@@ -323,26 +323,6 @@ def wait_until(env: simpy.Environment, t: float) -> simpy.Timeout:
     while env.now + d > t:
         d = math.nextafter(d, -math.inf)
     return env.timeout(d)
-
-
-def scaled(arrivals: list, weights: list[float]) -> list[dict]:
-    """Each arrival's update times its weight: per parameter one product over the stacked updates where they share
-    shape and a float32 or float64 dtype (the same floats as a product each: the weight rounds to that dtype either
-    way), else a product each."""
-    if not arrivals:
-        return []
-    names = list(arrivals[0].update)
-    columns = {n: [a.update.get(n) for a in arrivals] for n in names}
-    if any(list(a.update) != names for a in arrivals) or not all(
-            c[0].dtype in (torch.float32, torch.float64) and all(u.shape == c[0].shape and u.dtype == c[0].dtype
-                                                                for u in c) for c in columns.values()):
-        return [{n: s * u for n, u in a.update.items()} for a, s in zip(arrivals, weights)]
-    products = {}
-    for n, column in columns.items():
-        stacked = torch.stack(column)
-        products[n] = (stacked * torch.tensor(weights, dtype=stacked.dtype).view(-1, *[1] * (stacked.dim() - 1))
-                       ).unbind(0)
-    return [{n: products[n][i] for n in names} for i in range(len(arrivals))]
 
 
 def run_async(kit: Kit, env: simpy.Environment):

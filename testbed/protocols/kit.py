@@ -235,22 +235,25 @@ class Kit(TaskPlanning):
         sent = self.strategy.broadcast(state)
         return {codec: transmit(codec, sent, self._shapes) for codec in codecs}
 
-    def train(self, work: list[tuple[Task, Timeline, Params]]) -> list[Arrival]:
+    def train(self, work: list[tuple[Task, Timeline, Params]], weights: list[float] | None = None) -> list[Arrival]:
         """Real training of the tasks whose updates the server uses, each from the model it received, in the
-        given order; their arrivals as the server decodes them."""
+        given order; their arrivals as the server decodes them, each update times its weight where `weights` are
+        given (FedBuff's staleness scaling)."""
         exp = self._exp
         jobs = [TrainJob(task, received, exp.clients.train[task.device],
                          (self.scenario.seed, Purpose.TRAINING, task.round, task.device))
                 for task, _, received in work]
         results = exp.executor.train(self.strategy, jobs)
         arrivals = []
-        for (task, timeline, _), result in zip(work, results):
+        for i, ((task, timeline, _), result) in enumerate(zip(work, results)):
             d, up = task.device, result.up or task.up
             if self._nbytes(up) != timeline.bytes_up:  # the clock was planned with the task's codec
                 raise AssertionError(f"device {d}: uploads {self._nbytes(up)} bytes, "
                                      f"the round was planned with {timeline.bytes_up}")
-            arrivals.append(Arrival(d, task.num_samples, transmit(up, result.update, self._shapes), result.metrics,
-                                    result.local_state, timeline, task))
+            update = transmit(up, result.update, self._shapes)
+            if weights is not None:
+                update = {n: weights[i] * u for n, u in update.items()}
+            arrivals.append(Arrival(d, task.num_samples, update, result.metrics, result.local_state, timeline, task))
         return arrivals
 
     def server_work(self, env: simpy.Environment, r: int, flops: int) -> Generator[simpy.Event, None, list[dict]]:

@@ -119,17 +119,22 @@ def test_extending_the_horizon_changes_no_answer():
         assert np.array_equal(lazy.online_at(t), eager.online_at(t))
 
 
-def test_online_until_each_is_online_until_of_each():
+@pytest.mark.parametrize("size", [26, 3])
+def test_online_until_each_is_online_until_of_each(size):
     """The batched query of a round's selected devices against the per-device one, on short horizons that the
-    query must extend (an on-interval crossing the horizon), devices always on, never on, and in any order."""
+    query must extend (an on-interval crossing the horizon), devices always on, never on, and in any order; asked
+    all at once (numpy's arrays) and a few at a time (up to availability.FEW: one by one in Python), at times going
+    back and forth (each device's last answer is where its next query starts)."""
+    assert size > availability.FEW or size <= availability.FEW // 4
     groups = [(MarkovOnOff(500, 1500), 20), (AlwaysOn(), 2), (Diurnal(), 3),
               (TraceIntervals((np.zeros((0, 2)),), (None,)), 1)]
-    for t in [0.0, 250.0, 999.0, 5e4, 3e5]:
+    batched = Availability(groups, SEED, initial_horizon_s=1e3)
+    for t in [0.0, 250.0, 999.0, 5e4, 3e5, 400.0, 2e3]:
         reference = Availability(groups, SEED, initial_horizon_s=1e3)
         expected = [reference.online_until(d, t) for d in range(26)]
-        batched = Availability(groups, SEED, initial_horizon_s=1e3)
         chosen = np.random.default_rng(int(t)).permutation(26)
-        assert batched.online_until_each(chosen, t).tolist() == [expected[d] for d in chosen]
+        answers = [batched.online_until_each(chosen[i:i + size], t).tolist() for i in range(0, 26, size)]
+        assert sum(answers, []) == [expected[d] for d in chosen], t
     assert batched.online_until_each(np.zeros(0, dtype=int), 5.0).shape == (0,)
     with pytest.raises(IndexError):
         batched.online_until_each(np.array([26]), 5.0)
@@ -177,6 +182,14 @@ def test_online_until_each_gives_the_horizon_where_the_need_ends_before_it():
     again = availability.online_until_each(chosen, 0.0, needed)
     horizon = availability.horizon_s
     assert horizon > 150.0 and np.array_equal(again, np.where(truth >= horizon, horizon, truth))
+
+    pick = np.r_[np.flatnonzero(lower == 100.0)[:2], np.flatnonzero(lower < 100.0)[:1]]   # asked one by one
+    few = Availability([(MarkovOnOff(5000, 10), 200)], SEED, initial_horizon_s=100.0)
+    assert np.array_equal(few.online_until_each(chosen[pick], 0.0, np.full(3, 60.0)), lower[pick])
+    assert few.horizon_s == 100.0 and len(pick) == 3
+    assert np.array_equal(few.online_until_each(chosen[pick], 0.0, np.r_[150.0, 60.0, 60.0]),
+                          np.where(truth[pick] >= horizon, horizon, truth[pick]))
+    assert few.horizon_s == horizon
 
 
 def test_a_settled_answer_does_not_extend_the_horizon():

@@ -217,6 +217,21 @@ def test_fedasync_is_the_hand_applied_sequence_of_mixtures(staleness, weight):
             torch.testing.assert_close(recorder.models[r][n], x[n], rtol=0, atol=1e-7)
 
 
+def test_fedbuff_adds_each_update_times_its_staleness_weight():
+    """FedBuff with K = 1 and FedAvg's server (x + D): each aggregation adds the update trained from the version
+    its task downloaded, times s(tau) = (1 + tau)^-0.5, by hand."""
+    rounds, events, recorder = _recorded(_fast_and_slow({"staleness": {"kind": "polynomial", "a": 0.5}}, rounds=8))
+    assert rounds["staleness_max"].max() >= 1  # the slow device's updates arrive stale
+    x = recorder.models[0]
+    for r, arrived in enumerate(recorder.arrivals, start=1):
+        (key,) = arrived
+        received, trained = recorder.tasks[key]
+        tau = int(events[(events["round"] == r) & (events["outcome"] == "done")].iloc[0]["staleness"])
+        x = {n: x[n] + (1 + tau) ** -0.5 * (trained[n] - received[n]) for n in x}
+        for n in x:
+            torch.testing.assert_close(recorder.models[r][n], x[n], rtol=0, atol=1e-7)
+
+
 def test_fedbuff_with_buffer_equal_to_concurrency_and_no_stragglers_is_a_synchronous_round():
     raw = copy.deepcopy(TWO_DEVICES) | {
         "data": {"name": "tiny_blobs", "partition": {"kind": "iid"}}, "model": {"name": "logreg"},
