@@ -8,10 +8,10 @@ Semantics:
   as a Ray task (and each worker of executor.kind ray trains on T). Unset, it is DEFAULT_THREADS, one thread, the
   same everywhere, so a run's tables are the same on any machine, serial or in parallel.
 - Why one: `benchmarks/threads.py` (RESULTS.md, issue 27) times `testbed run` on one thread and on every core,
-  alone and beside busy neighbours: W1 on an idle 2-core machine takes the same time on both (4.52 s on one, 4.49 s on two),
-  while beside busy processes two threads stall each other (one descheduled, the other waits at every kernel's
-  barrier) and the run takes 1.5-2.1x as long as on one. A large model on an idle many-core machine may gain from
-  more: set executor.threads.
+  alone and beside busy neighbours. On 2 idle cores two threads were no faster (W1, W1 at batch 64, the
+  quickstart: 1.00-1.10x the time of one); beside one busy process they took 1.24-1.49x as long (one thread
+  descheduled, the other waits at every kernel's barrier), and 1.7-2.1x on a machine loaded by several. A large
+  model on an idle many-core machine may gain from more: set executor.threads.
 """
 from __future__ import annotations
 

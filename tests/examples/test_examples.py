@@ -103,6 +103,7 @@ print(run.rounds["accuracy"].nunique(), run.scenario["algorithm"]["name"])
 '''
 
 
+@pytest.mark.slow
 def test_a_strategy_defined_in_the_running_script_is_main_colon_name(tmp_path):
     """As in a notebook: the class lives in __main__, and the scenario names it "__main__:Frozen"."""
     import subprocess

@@ -103,6 +103,7 @@ def _same_run(reference, other):
         np.testing.assert_allclose(rounds_a[column], rounds_b[column], rtol=1e-4, atol=2e-3)
 
 
+@pytest.mark.slow
 def test_serial_and_batched_runs_agree(two_devices, tmp_path):
     serial = _run(tmp_path, dict(two_devices), {"kind": "serial"}, "serial")
     _same_run(serial, _run(tmp_path, dict(two_devices), {"kind": "batched"}, "batched"))

@@ -159,7 +159,7 @@ def damaged_folders(data, finished_run, tmp_path, capsys, monkeypatch):
     ends_as_promised(code, capsys.readouterr().err)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_damaged_run_folders_report_resume_or_fail_in_one_line(data, finished_run, tmp_path_factory, capsys,
                                                                monkeypatch):

@@ -45,6 +45,7 @@ def test_a_sweep_with_two_jobs_gives_the_serial_tables(scenario_file, tmp_path, 
     assert parallel == serial
 
 
+@pytest.mark.slow
 def test_a_failing_combination_is_indexed_while_the_others_complete(scenario_file, tmp_path, capsys):
     # lr 1e300 makes the logistic regression diverge in round 1: a TestbedError inside the run
     grid = ["--grid", "client.lr=[0.05,1e300]", "--grid", "seed=[0,1]"]
