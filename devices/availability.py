@@ -290,6 +290,12 @@ class Availability(GroupSampled):
         has_one = index < self._offsets[devices + 1]
         return has_one & (self._starts[np.where(has_one, index, 0)] <= t) if len(self._starts) else has_one
 
+    def online_one(self, device: int, t: float) -> bool:
+        """online_each for one device, in plain Python (a draw by rejection asks one device at a time)."""
+        self._cover(t)
+        index = self._first_ending_after_one(device, t)
+        return index < self._offsets[device + 1] and bool(self._starts[index] <= t)
+
     def count_online(self, t: float) -> int:
         """online_at(t).sum() in O(log rows): a device's rows are disjoint, so the rows that started by t less
         those that ended by t are the devices online at t (an end past the horizon may still grow, but lies past

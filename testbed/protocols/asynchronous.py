@@ -294,8 +294,13 @@ class AsyncServer:
             kit.looked(online, now)
             return np.flatnonzero(kit.usable(now, online, busy=list(self.in_flight)))
 
-        return kit.select(self.dispatches + 1, now, k, candidates, lambda d: bool(usable_each(np.array([d]))[0]),
-                          asynchronous=True, usable_each=usable_each)
+        busy = self.busy
+
+        def usable(d: int) -> bool:
+            return not busy[d] and (allowed is None or bool(allowed[d])) and availability.online_one(d, now)
+
+        return kit.select(self.dispatches + 1, now, k, candidates, usable, asynchronous=True,
+                          usable_each=usable_each)
 
     def _wait_for_devices(self) -> None:
         """Free slots and no idle device that can take a task: wake when the first may (online, with battery)."""

@@ -64,6 +64,16 @@ class Start:
     kept: dict       # what the protocol kept in the checkpoint (async: tasks in flight, ...); {} when fresh
 
 
+def scaled(updates: list[Params], weights: list[float]) -> list[Params]:
+    """Each update times its weight, entry by entry (weight * tensor, the same floats): one torch call for all
+    of them, where a product a tensor costs an asynchronous aggregation ~5 us an update and parameter."""
+    flat = [u for update in updates for u in update.values()]
+    if not flat:
+        return updates
+    products = iter(torch._foreach_mul(flat, [w for update, w in zip(updates, weights) for _ in update]))
+    return [{n: next(products) for n in update} for update in updates]
+
+
 class Kit(TaskPlanning):
     """The shared pieces of one run, handed to its protocol. `on_round` receives each round's row and event rows,
     `on_checkpoint` a Checkpoint (where it is given); `start`: a checkpoint to go on from; `resources`: the run's
@@ -244,17 +254,17 @@ class Kit(TaskPlanning):
                          (self.scenario.seed, Purpose.TRAINING, task.round, task.device))
                 for task, _, received in work]
         results = exp.executor.train(self.strategy, jobs)
-        arrivals = []
-        for i, ((task, timeline, _), result) in enumerate(zip(work, results)):
-            d, up = task.device, result.up or task.up
+        updates = []
+        for (task, timeline, _), result in zip(work, results):
+            up = result.up or task.up
             if self._nbytes(up) != timeline.bytes_up:  # the clock was planned with the task's codec
-                raise AssertionError(f"device {d}: uploads {self._nbytes(up)} bytes, "
+                raise AssertionError(f"device {task.device}: uploads {self._nbytes(up)} bytes, "
                                      f"the round was planned with {timeline.bytes_up}")
-            update = transmit(up, result.update, self._shapes)
-            if weights is not None:
-                update = {n: weights[i] * u for n, u in update.items()}
-            arrivals.append(Arrival(d, task.num_samples, update, result.metrics, result.local_state, timeline, task))
-        return arrivals
+            updates.append(transmit(up, result.update, self._shapes))
+        if weights is not None:
+            updates = scaled(updates, weights)
+        return [Arrival(task.device, task.num_samples, update, result.metrics, result.local_state, timeline, task)
+                for (task, timeline, _), result, update in zip(work, results, updates)]
 
     def server_work(self, env: simpy.Environment, r: int, flops: int) -> Generator[simpy.Event, None, list[dict]]:
         """simpy process: the server's own compute after aggregating (a strategy's metrics["server_flops"]:

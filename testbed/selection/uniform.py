@@ -5,9 +5,10 @@ Synchronous round: n_select devices without replacement among the candidates. As
 uniformly over the whole fleet and kept when usable and not yet picked (cheap while many are usable: no candidate
 list at 100,000 devices), and, where REJECTION_DRAWS draws a slot were not enough, drawn among the listed
 candidates left; the picks are then put in a random order and sorted, a draw that changes nothing but that the
-asynchronous protocol has always taken, kept so its tables stay as they were. The draws are made in batches
-(numpy's batch of integers is its sequence of single draws) and checked at once; the stream is then put back to
-just after the last draw used, so it reads as the one draw at a time it describes.
+asynchronous protocol has always taken, kept so its tables stay as they were. For a few free slots the draws are
+single (each costs a quarter of a batch's call); for more they are made in batches (numpy's batch of integers is
+its sequence of single draws) and checked at once, the stream then put back to just after the last draw used, so
+it reads as the one draw at a time it describes (tests/selection/test_uniform.py checks both against it).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 from testbed.selection.base import SelectionContext, Selector, select_uniform
 
 REJECTION_DRAWS = 32  # uniform draws per free slot before the candidates are listed outright
+FEW = 8               # free slots drawn for one draw at a time: numpy's batch of draws costs ~4 single ones
 
 
 @dataclass
@@ -38,6 +40,12 @@ def by_rejection(ctx: SelectionContext, rng: np.random.Generator, k: int, draws:
     """Devices drawn uniformly over the fleet one at a time, each kept when usable and not kept yet, until k are
     kept or `draws` draws are spent; in the order kept."""
     n, chosen = ctx.registry.n, {}
+    if k <= FEW:  # a handful of slots (an asynchronous dispatch's): single draws cost less than a batch's call
+        while len(chosen) < k and draws > 0:
+            d, draws = int(rng.integers(n)), draws - 1
+            if d not in chosen and ctx.usable(d):
+                chosen[d] = None
+        return chosen
     while len(chosen) < k and draws > 0:
         size = min(draws, 2 * (k - len(chosen)) + 2)   # about twice the draws needed where half the fleet is usable
         before = rng.bit_generator.state

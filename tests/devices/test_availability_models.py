@@ -141,7 +141,7 @@ def test_online_until_each_is_online_until_of_each(size):
 
 
 def test_online_each_and_count_online_agree_with_the_fleet_wide_query():
-    """Some devices' answers and the count of those online, against online_at, on a short horizon (Markov devices
+    """Some devices' answers (together, and one at a time) and the count of those online, against online_at, on a short horizon (Markov devices
     online past it: neither query re-samples for them), devices always on, never on, diurnal, at interval
     boundaries (online means start <= t < end), past the horizon, and at times going back and forth (each
     device's last answer is where the next query starts)."""
@@ -156,6 +156,7 @@ def test_online_each_and_count_online_agree_with_the_fleet_wide_query():
         some = draw.integers(47, size=30)
         assert queried.online_each(some, t).tolist() == online[some].tolist(), t
         assert queried.online_each(np.arange(47), t).tolist() == online.tolist(), t
+        assert [queried.online_one(int(d), t) for d in some] == online[some].tolist(), t
         assert queried.count_online(t) == online.sum() > 0, t
     assert queried.online_each(np.array([46, 46]), 10.0).tolist() == [True, True]
     assert queried.online_each(np.array([46]), 20.0).tolist() == [False]

@@ -1,0 +1,35 @@
+"""Uniform asynchronous selection by rejection (testbed/selection/uniform.py): whether it draws one at a time (a
+few slots) or in batches (many), it keeps the devices and leaves the selection stream exactly where drawing one
+device at a time, by hand, does."""
+import numpy as np
+import pytest
+
+from testbed.selection.base import SelectionContext
+from testbed.selection.uniform import FEW, by_rejection
+
+
+class Fleet:
+    n = 50
+
+
+def by_hand(seed: int, k: int, draws: int, usable) -> tuple[list[int], dict]:
+    rng, chosen = np.random.default_rng(seed), []
+    while len(chosen) < k and draws:
+        d, draws = int(rng.integers(Fleet.n)), draws - 1
+        if d not in chosen and usable(d):
+            chosen.append(d)
+    return chosen, rng.bit_generator.state
+
+
+@pytest.mark.parametrize("k", [1, 3, FEW, FEW + 1, 20])
+@pytest.mark.parametrize("draws", [2, 1000])
+def test_rejection_keeps_what_single_draws_keep_and_leaves_the_stream_there(k, draws):
+    usable = np.random.default_rng(7).random(Fleet.n) < 0.4   # 40% of the fleet usable
+    for seed in range(20):
+        ctx = SelectionContext(1, 0.0, k, Fleet, None, lambda: np.flatnonzero(usable), lambda d: bool(usable[d]),
+                               asynchronous=True, usable_each=lambda ids: usable[ids])
+        rng = np.random.default_rng(seed)
+        chosen = list(by_rejection(ctx, rng, k, draws))
+        expected, state = by_hand(seed, k, draws, lambda d: bool(usable[d]))
+        assert chosen == expected and rng.bit_generator.state == state, (seed, k, draws)
+        assert len(chosen) == min(k, usable.sum()) if draws == 1000 else len(chosen) <= draws
