@@ -4,7 +4,8 @@
   whose start waited for a device to come online, counted from rounds.csv.
 - ended_early: a run that ended before its stop (stop.max_rounds, the target, stop.max_sim_time_s) because no
   device would be able to train again, with when and why: the trace file that has no interval of positive length
-  or whose intervals are over, or the batteries (or memory) that keep the devices still coming online out.
+  or whose intervals are over, or the batteries (or memory) that keep the devices still coming online out; and a
+  synchronous run whose next round waited for a device that comes only after stop.max_sim_time_s, ended there.
 Both go to summary.json; degenerate_warning words them in one line for the terminal.
 """
 from __future__ import annotations
@@ -28,10 +29,13 @@ def degenerate_rounds(rounds: pd.DataFrame, scenario) -> dict:
     return {"degenerate_rounds": counts} if counts else {}
 
 
-def ended_early(scenario, availability, t: float) -> dict:
+def ended_early(scenario, availability, t: float, first_usable_s: float | None = None) -> dict:
     """summary.json's record of a run that ended at simulated time t, before its stop, because no device would be
-    able to train again; `availability`: the fleet's (devices/)."""
-    return {"ended_early": {"at_s": t, "why": _why_nobody(scenario, availability, t)}}
+    able to train again, or (`first_usable_s`: when the first would) not before stop.max_sim_time_s;
+    `availability`: the fleet's (devices/)."""
+    why = (_why_nobody(scenario, availability, t) if first_usable_s is None else
+           f"no device could take a task before stop.max_sim_time_s ({t:g} s): the first can at {first_usable_s:g} s")
+    return {"ended_early": {"at_s": t, "why": why}}
 
 
 def _why_nobody(scenario, availability, t: float) -> str:

@@ -61,7 +61,8 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
             engine = Engine(exp, on_round, writer.checkpoint, start, resources)
             engine.run()
             if engine.kit.ran_out_at is not None:  # no device could train again: said, not silent
-                writer.facts |= ended_early(scenario, exp.fleet.availability, engine.kit.ran_out_at)
+                writer.facts |= ended_early(scenario, exp.fleet.availability, engine.kit.ran_out_at,
+                                            engine.kit.first_usable_s)
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
             raise TestbedError(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") from None

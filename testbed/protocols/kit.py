@@ -110,6 +110,7 @@ class Kit(TaskPlanning):
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
         self.links = LinkLog(self.topology)   # links.csv's rows, as the solves give them
         self.ran_out_at: float | None = None   # see ran_out_of_devices
+        self.first_usable_s: float | None = None
 
     # ---- the run ------------------------------------------------------------------------------------------
     def begin(self) -> Start:
@@ -357,10 +358,11 @@ class Kit(TaskPlanning):
         return False
 
     # ---- the rules ----------------------------------------------------------------------------------------
-    def ran_out_of_devices(self, t: float) -> None:
-        """The run ends at t, before its stop, because no device will be able to train again: kept for
-        summary.json and a warning (testbed/degenerate.py)."""
-        self.ran_out_at = t
+    def ran_out_of_devices(self, t: float, first_usable_s: float | None = None) -> None:
+        """The run ends at t, before its stop, because no device will be able to train again, or (a synchronous
+        run that waited for its first usable device at `first_usable_s`) not before stop.max_sim_time_s: kept
+        for summary.json and a warning (testbed/degenerate.py)."""
+        self.ran_out_at, self.first_usable_s = t, first_usable_s
 
     def out_of_time(self, t: float) -> bool:
         """Whether the simulated clock has reached stop.max_sim_time_s: no round starts, the run ends."""

@@ -93,8 +93,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
         if kit.out_of_time(env.now):
             break
         usable, online, excluded = yield from usable_devices(kit, env)
-        if usable is None:  # nobody will be able to train again
-            kit.ran_out_of_devices(env.now)
+        if usable is None:  # nobody will be able to train again, or not before stop.max_sim_time_s
             break
         t_start = env.now
         kit.looked(online, t_start)
@@ -144,7 +143,9 @@ def run_sync(kit: Kit, env: simpy.Environment):
 def usable_devices(kit: Kit, env: simpy.Environment):
     """simpy process: ((n,) bool, the devices that can take a task now: online, and with memory and battery where
     those are modelled; (n,) bool, those online; how many of those memory and battery exclude), waiting for the
-    first to be back where none can; None, None, {} where none ever will."""
+    first to be back where none can; None, None, {} where none ever will (the kit told), or none will before
+    stop.max_sim_time_s (the clock then waits until it, and the kit is told when the first will)."""
+    limit = kit.scenario.stop.max_sim_time_s
     while True:
         online = kit.online(env.now)
         usable = kit.usable(env.now, online)
@@ -152,6 +153,11 @@ def usable_devices(kit: Kit, env: simpy.Environment):
             return usable, online, kit.excluded(online, env.now)
         wake = kit.next_wake(env.now)
         if math.isinf(wake):
+            kit.ran_out_of_devices(env.now)
+            return None, None, {}
+        if limit is not None and wake >= limit:  # no round may start after the time limit
+            yield env.timeout(limit - env.now)
+            kit.ran_out_of_devices(env.now, first_usable_s=wake)
             return None, None, {}
         yield env.timeout(wake - env.now)
 

@@ -30,13 +30,14 @@ def test_a_healthy_run_says_nothing(two_devices, tmp_path, capsys):
     assert "degenerate_rounds" not in json.loads((tmp_path / "two_devices" / "0" / "summary.json").read_text())
 
 
-def _run_on_trace(two_devices, tmp_path, capsys, trace_rows: str, protocol: dict | None = None):
-    """The two devices (3 rounds) on a trace file of these rows: the warning lines, and summary.json."""
+def _run_on_trace(two_devices, tmp_path, capsys, trace_rows: str, protocol: dict | None = None, **stop):
+    """The two devices (3 rounds, and `stop`'s other keys) on a trace file of these rows: the warning lines, and
+    summary.json."""
     trace = tmp_path / "trace.csv"
     trace.write_text("device,start_s,end_s\n" + trace_rows)
     for group in two_devices["fleet"]["groups"]:
         group["availability"] = {"kind": "trace", "file": "trace.csv"}
-    two_devices["stop"] = {"max_rounds": 3}
+    two_devices["stop"] = {"max_rounds": 3, **stop}
     if protocol:
         two_devices["protocol"] = protocol
     assert main(["run", str(write_yaml(tmp_path / "s.yaml", two_devices)), "--out", str(tmp_path), "--quiet"]) == 0
@@ -87,3 +88,13 @@ def test_batteries_that_empty_for_good_end_the_run_and_say_so(two_devices, tmp_p
     assert summary["degenerate_rounds"] == {"rounds_all_dropped": 1}
     assert len(warnings) == 1 and warnings[0].startswith("warning: the run ended after 1 of 3 rounds, at ")
     assert why in warnings[0]
+
+
+def test_a_fleet_that_comes_online_only_after_the_time_limit_starts_no_round_after_it(two_devices, tmp_path, capsys):
+    # round 1 takes 4.5 s (test_engine.py's timelines) from 0 s; device 0 is offline from 6 s to 100 s, device 1
+    # from 6 s on: round 2 (4.5 s to 9 s) drops both, and round 3 would wait until 100 s, past the 50 s limit
+    warnings, summary = _run_on_trace(two_devices, tmp_path, capsys, "0,0,6\n0,100,1000\n1,0,6\n", max_sim_time_s=50)
+    why = "no device could take a task before stop.max_sim_time_s (50 s): the first can at 100 s"
+    assert summary["rounds"] == 2 and summary["ended_early"] == {"at_s": 50.0, "why": why}
+    assert warnings == [f"warning: the run ended after 2 of 3 rounds, at 50 s: {why}; 2 rounds, of which 1 where "
+                        "every selected device went offline (summary.json: degenerate_rounds and ended_early)"]
