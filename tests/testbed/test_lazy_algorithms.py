@@ -2,7 +2,8 @@
 importing the schema imports no config family and no numpy; validating a section imports its family only; its
 errors keep the locations and the wording they had when every config was a member of the union (the location
 below the name's tag, algorithm.fedprox.mu, worded algorithm.mu; the closest key of that algorithm's own);
-the resolved scenario holds the config as itself; and BUILTIN names exactly the configs the families define."""
+the resolved scenario holds the config as itself, and the JSON schema each config's; and BUILTIN names exactly the
+configs the families define."""
 import copy
 import inspect
 import json
@@ -106,7 +107,8 @@ def test_the_asynchronous_ones_are_listed():
     ({"name": "fedprox", "mu": 0.1}, {"name": "fedprox", "mu": 0.1}),
     ({"name": "fedadam"}, {"name": "fedadam", "server_lr": 0.01, "beta1": 0.9, "tau": 1e-3, "beta2": 0.99}),
     ({"name": "fedlps", "ratio": {"kind": "fixed", "ratio": 0.5}},
-     {"name": "fedlps", "ratio": {"kind": "fixed", "ratio": 0.5, "cap": False}, "mu": 1.0, "lam": 1.0, "code_faithful": False}),
+     {"name": "fedlps", "ratio": {"kind": "fixed", "ratio": 0.5, "cap": False}, "mu": 1.0, "lam": 1.0,
+      "code_faithful": False}),
 ])
 def test_the_resolved_scenario_holds_the_config_as_itself(section, written):
     raw = copy.deepcopy(QUICKSTART)
@@ -116,6 +118,13 @@ def test_the_resolved_scenario_holds_the_config_as_itself(section, written):
     dumped = scenario.model_dump(mode="json")
     assert dumped["algorithm"] == written
     assert Scenario.model_validate(dumped) == scenario
+
+
+def test_the_json_schema_holds_each_config():
+    """Asked for, the scenario's JSON schema imports every family: a member per built-in, its config's schema."""
+    members = Scenario.model_json_schema()["properties"]["algorithm"]["oneOf"]
+    assert [m.get("title") for m in members[:-1]] == [c.__name__ for c in BUILTIN.values()]
+    assert members[1] == BUILTIN["fedprox"].model_json_schema() and members[-1] == {"$ref": "#/$defs/PluginAlgorithm"}
 
 
 def _concrete_configs(module) -> dict[str, type]:
