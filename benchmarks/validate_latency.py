@@ -3,7 +3,9 @@ malformed scenario (a YAML syntax error: answered before the schema is imported)
 unknown algorithm (the schema answers, without torch), on a valid scenario (no torch either), and
 `python -m testbed --help` for reference; best of N, with the load average before and after (other processes on
 the machine slow every figure alike), and the best CPU time (user + system) of the process, which a loaded
-machine inflates much less: on an idle one the wall-clock is about that.
+machine inflates much less: on an idle one the wall-clock is about that. The processes may write their bytecode
+cache (__pycache__, ignored by git) whatever PYTHONDONTWRITEBYTECODE says, so that the best of N times an
+installed package, not Python compiling the testbed's source.
 
     python benchmarks/validate_latency.py [--repeat 5]
 """
@@ -25,6 +27,7 @@ def best_of(repeat: int, *args: str, expect: int) -> tuple[float, float]:
     """The shortest wall-clock and CPU time (user + system) of `python -m testbed ARGS` in `repeat` fresh processes,
     this checkout's code first."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)   # the first run caches the bytecode, as an installed package has it
     best, best_cpu = float("inf"), float("inf")
     for _ in range(repeat):
         start, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -13,7 +13,9 @@ Capability = Annotated[float, Field(gt=0, le=1)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number is finite
+    # every number is finite; a class's validator is built where it is first used (a section inside the scenario's,
+    # an algorithm's config where a scenario names it), not when its module is imported
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from difflib import get_close_matches
-from functools import cache
-from typing import get_args
+from typing import Literal, get_args, get_origin
 
 from pydantic import BaseModel, Discriminator, ValidationError
 
@@ -16,10 +15,9 @@ def _schema_models(base: type[BaseModel] = Strict):
         yield from _schema_models(model)
 
 
-@cache
 def tagged_unions() -> frozenset[str]:
-    """Fields that hold a tagged union (availability, partition, algorithm, executor...), read off the schema once
-    every section is defined."""
+    """Fields that hold a tagged union (availability, partition, algorithm, executor...), read off the schema's
+    models imported so far: an algorithm's config is imported where a section names it (schema/algorithms)."""
     return frozenset(name for model in _schema_models() for name, f in model.model_fields.items()
                      if f.discriminator or any(isinstance(m, Discriminator) for m in f.metadata))
 
@@ -37,21 +35,26 @@ def _models_in(annotation) -> list[type[BaseModel]]:
 
 
 def _tag(model: type[BaseModel]):
-    """The tag a member of a tagged union goes by: its kind, or an algorithm's name."""
+    """The tag a member of a tagged union goes by: its kind, or an algorithm's name (the Literal it is declared
+    as, else its default)."""
     field = model.model_fields.get("kind") or model.model_fields.get("name")
-    return field.default if field else None
+    if field is None:
+        return None
+    return get_args(field.annotation)[0] if get_origin(field.annotation) is Literal else field.default
 
 
 def keys_at(root: str, path: tuple) -> list[str]:
     """The keys the mapping at `path` (a validation error's location, below the model named `root`) may hold,
-    read off the schema: each part a field, a list index, or the tag of a union's member."""
+    read off the schema: each part a field, a list index, or the tag of a union's member (the member itself,
+    or the subclass that read the section: an algorithm's config, validated in AlgorithmConfig's place)."""
     models = [m for m in _schema_models() if m.__name__ == root]
     for part in path:
         if isinstance(part, int):
             continue
         inner = [m for model in models if part in model.model_fields
                  for m in _models_in(model.model_fields[part].annotation)]
-        models = inner or [m for m in models if _tag(m) == part] or models
+        tagged = [m for model in models for m in (model, *_schema_models(model)) if _tag(m) == part]
+        models = inner or tagged or models
     return sorted({key for model in models for key in model.model_fields})
 
 
@@ -61,7 +64,8 @@ def describe(err: ValidationError) -> str:
     first = next((e for e in err.errors() if e["type"] == "extra_forbidden"), err.errors()[0])
     raw_loc = first["loc"]
     # pydantic puts a tagged union's tag into the path (availability.trace.file); the YAML has no such key
-    loc = ".".join(str(p) for i, p in enumerate(raw_loc) if not (i and raw_loc[i - 1] in tagged_unions()))
+    unions = tagged_unions()
+    loc = ".".join(str(p) for i, p in enumerate(raw_loc) if not (i and raw_loc[i - 1] in unions))
     kind, ctx = first["type"], first.get("ctx", {})
     if kind == "extra_forbidden":
         close = get_close_matches(str(raw_loc[-1]), keys_at(err.title, raw_loc[:-1]), n=1)

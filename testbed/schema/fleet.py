@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePath
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (AfterValidator, Field, NonNegativeFloat, PositiveFloat, PositiveInt, PrivateAttr,
                       ValidationInfo, field_validator, model_validator)
@@ -14,6 +14,9 @@ import devices
 from testbed.schema.availability import AlwaysOn, Availability
 from testbed.schema.common import Capability, Strict, existing_file
 from testbed.schema.resources import Battery, Rate
+
+if TYPE_CHECKING:  # read where a catalog file is given (devices.load_device_catalog), not with the schema
+    from devices.catalog_file import DeviceCatalog
 
 
 MB = 2**20
@@ -44,7 +47,7 @@ class CatalogFile(Strict):
 
     file: Path
     sha256: str | None = None   # the file's SHA-256 once validated; given, the digest the file must have
-    _catalog: devices.DeviceCatalog = PrivateAttr()
+    _catalog: DeviceCatalog = PrivateAttr()
 
     @model_validator(mode="before")
     @classmethod

@@ -26,7 +26,10 @@ class Scenario(Strict):
     round: Round | None = None                # synchronous rounds; an asynchronous protocol does not use it
     client: Client
     algorithm: Algorithm
-    selection: Selection = Field(default_factory=Selection, exclude_if=lambda s: s.uniform and not s.options)
+    # the default, uniform without options, is not checked: that would import the selection rules (and numpy)
+    # for a scenario whose other sections may be wrong
+    selection: Selection = Field(default_factory=Selection.model_construct,
+                                 exclude_if=lambda s: s.uniform and not s.options)
     codec: Codec = Codec()
     stop: Stop = Stop()
     eval: Eval = Eval()

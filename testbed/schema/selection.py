@@ -7,14 +7,16 @@ type, and the selector is built once here so a value it refuses is refused befor
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
 from testbed import plugins
 from testbed.schema.common import Strict
 from testbed.schema.options import annotated_types, check_options, parameters
-from testbed.selection import SELECTORS, Selector
+
+if TYPE_CHECKING:  # the rules import numpy: they are imported where a section is checked, not with the schema
+    from testbed.selection import Selector
 
 
 class Selection(Strict):
@@ -23,6 +25,8 @@ class Selection(Strict):
 
     @model_validator(mode="after")
     def _a_selector_with_these_options(self):
+        from testbed.selection import SELECTORS, Selector
+
         cls = plugins.resolve("selector", SELECTORS, self.name)
         plugins.check_subclass(cls, Selector, self.name)
         check_options("selection", self.name, parameters(cls, set()), annotated_types(cls), self.options)
@@ -31,6 +35,8 @@ class Selection(Strict):
 
     def selector(self) -> Selector:
         """A fresh selector of this section."""
+        from testbed.selection import SELECTORS
+
         cls = plugins.resolve("selector", SELECTORS, self.name)
         try:
             return cls(**self.options)

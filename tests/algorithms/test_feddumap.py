@@ -295,7 +295,7 @@ def test_a_resumed_run_after_pruning_has_the_tables_of_an_unbroken_run(blobs, tm
 def test_structured_pruning_of_a_recurrent_model_is_refused_in_one_line():
     from types import SimpleNamespace
 
-    from testbed.schema.algorithms import FedAPConfig
+    from testbed.schema.algorithms.server_data import FedAPConfig
 
     build = SimpleNamespace(costs=SimpleNamespace(model=nn.Sequential(nn.LSTM(2, 2))))
     with pytest.raises(TestbedError, match="algorithm.prune: fedap removes conv filters"):

@@ -37,7 +37,7 @@ from testbed.data import DATASETS
 from testbed.errors import TestbedError
 from testbed.local import LocalAdam, LocalLion, LocalSGD, train_one
 from testbed.payload import Dense, IntegerDelta, transmit
-from testbed.schema.algorithms import FAFEDConfig, FedLionConfig, MFLConfig
+from testbed.schema.algorithms.adaptive import FAFEDConfig, FedLionConfig, MFLConfig
 
 SHAPES = {"weight": torch.Size([1, 3]), "bias": torch.Size([1])}
 X0, M0 = [0.5, -0.5, 1.0, 0.0], [0.1, 0.0, -0.2, 0.05]

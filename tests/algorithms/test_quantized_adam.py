@@ -17,7 +17,7 @@ from testbed.data import DATASETS
 from testbed.local import LocalAdam, train_one
 from testbed.payload import Dense, Sign, transmit
 from testbed.algorithms.base import Build
-from testbed.schema.algorithms import EfficientAdamConfig, OneBitAdamConfig
+from testbed.schema.algorithms.adaptive import EfficientAdamConfig, OneBitAdamConfig
 
 CLIENT = LocalAdam(lr=0.1, beta1=0.9, beta2=0.99, eps=0.01, bias_correction=False, eps_inside_sqrt=True,
                    local_steps=1)

@@ -33,8 +33,8 @@ from testbed.algorithms.sparse_adam import SparseFedAdam, fairness_mask
 from testbed.data import DATASETS
 from testbed.local import LocalAdam, train_one
 from testbed.payload import Dense, TopK, transmit
-from testbed.schema.algorithms import (FairnessTopConfig, FedAdamMomentsConfig, FedAdamSSMConfig, FedAdamSSMMConfig,
-                                       FedAdamSSMVConfig, FedAdamTopConfig)
+from testbed.schema.algorithms.adaptive import (FairnessTopConfig, FedAdamMomentsConfig, FedAdamSSMConfig,
+                                                FedAdamSSMMConfig, FedAdamSSMVConfig, FedAdamTopConfig)
 
 PARTS = ("", "m", "v")
 LR, B1, B2, EPS = 0.1, 0.9, 0.99, 0.01
