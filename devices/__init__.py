@@ -14,7 +14,7 @@ EXPORTS = {
     "CATALOG": "catalog", "FEDLPS_TIERS": "catalog", "get_profile": "catalog",
     "DeviceCatalog": "catalog_file", "load_device_catalog": "catalog_file",
     "AlwaysOn": "availability", "MarkovOnOff": "availability", "Diurnal": "availability",
-    "TraceIntervals": "availability", "Availability": "availability",
+    "TraceIntervals": "availability", "Availability": "fleet_availability",
     "load_interval_trace": "trace_files", "load_fedscale_trace": "trace_files",
     "GroupSpec": "fleet", "Fleet": "fleet",
     "BatterySpec": "battery", "Batteries": "battery",

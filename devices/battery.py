@@ -28,7 +28,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .availability import DAY_S, Availability, AvailabilityModel, TraceIntervals
+from .availability import DAY_S, AvailabilityModel, TraceIntervals
+from .fleet_availability import Availability
 from .seeding import child_seed
 
 J_PER_WH = 3600.0

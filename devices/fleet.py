@@ -5,7 +5,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .availability import AlwaysOn, Availability, AvailabilityModel
+from .availability import AlwaysOn, AvailabilityModel
+from .fleet_availability import Availability
 from .battery import Batteries, BatterySpec
 from .intervals import read_only
 from .profiles import POWER_FIELDS, DeviceProfile

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from devices import AlwaysOn, Availability, Diurnal, MarkovOnOff, TraceIntervals, availability
+from devices import AlwaysOn, Availability, Diurnal, MarkovOnOff, TraceIntervals, availability, fleet_availability
 from devices.seeding import device_rng
 
 SEED = np.random.SeedSequence(2024)
@@ -123,9 +123,9 @@ def test_extending_the_horizon_changes_no_answer():
 def test_online_until_each_is_online_until_of_each(size):
     """The batched query of a round's selected devices against the per-device one, on short horizons that the
     query must extend (an on-interval crossing the horizon), devices always on, never on, and in any order; asked
-    all at once (numpy's arrays) and a few at a time (up to availability.FEW: one by one in Python), at times going
-    back and forth (each device's last answer is where its next query starts)."""
-    assert size > availability.FEW or size <= availability.FEW // 4
+    all at once (numpy's arrays) and a few at a time (up to fleet_availability.FEW: one by one in Python), at times
+    going back and forth (each device's last answer is where its next query starts)."""
+    assert size > fleet_availability.FEW or size <= fleet_availability.FEW // 4
     groups = [(MarkovOnOff(500, 1500), 20), (AlwaysOn(), 2), (Diurnal(), 3),
               (TraceIntervals((np.zeros((0, 2)),), (None,)), 1)]
     batched = Availability(groups, SEED, initial_horizon_s=1e3)
