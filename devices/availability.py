@@ -4,8 +4,8 @@ Every model's `sample(seed, n_devices, horizon_s)` returns, per device, its on-i
 They are exact on [0, horizon_s): a row that starts before the horizon is real (online over all of it), and
 a row's end is final only if it lies before the horizon (a later stretch may join it) or is infinite.
 Each device draws from its own generator in fixed-size blocks, so a longer horizon only appends: the same seed
-gives the same intervals on the common prefix. That lets `Availability` (fleet_availability.py) extend its horizon lazily without
-changing any answer.
+gives the same intervals on the common prefix. That lets `Availability` (fleet_availability.py) extend its horizon
+lazily without changing any answer.
 """
 import math
 from dataclasses import dataclass
