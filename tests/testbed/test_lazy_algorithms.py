@@ -120,6 +120,20 @@ def test_the_resolved_scenario_holds_the_config_as_itself(section, written):
     assert Scenario.model_validate(dumped) == scenario
 
 
+def test_a_scenario_unpickled_where_its_config_was_never_built_is_written_out_alike(tmp_path):
+    """A sweep's worker receives its scenario pickled: its config class, never used there, is built when the
+    scenario is written out (a serializer inferred from the value's class found it unbuilt: a TypeError)."""
+    import pickle
+    raw = copy.deepcopy(QUICKSTART)
+    raw["algorithm"] = {"name": "fedlps", "ratio": {"kind": "fixed", "ratio": 0.5}}
+    scenario = Scenario.model_validate(raw)
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps(scenario))
+    lines, imported = _fresh(f"import json, pickle\ns = pickle.loads(open({str(tmp_path / 's.pkl')!r}, 'rb').read())\n"
+                             "print(json.dumps(s.model_dump(mode='json')))\nprint(s.model_dump_json())")
+    assert [json.loads(line) for line in lines] == [scenario.model_dump(mode="json")] * 2
+    assert imported["families"] == ["submodels"]
+
+
 def test_the_json_schema_holds_each_config():
     """Asked for, the scenario's JSON schema imports every family: a member per built-in, its config's schema."""
     members = Scenario.model_json_schema()["properties"]["algorithm"]["oneOf"]

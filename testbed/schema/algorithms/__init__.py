@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Union
 
-from pydantic import Discriminator, Tag, ValidationInfo
+from pydantic import Discriminator, SerializationInfo, Tag, ValidationInfo
 from pydantic_core import core_schema
 
 from testbed.names import Registry
@@ -96,9 +96,17 @@ class ReadByItsConfig:
         """Its errors keep their locations below the member's tag (algorithm.fedprox.mu)."""
         return BUILTIN[self.name].model_validate(section, context=info.context)
 
+    @staticmethod
+    def serialize(config: AlgorithmConfig, info: SerializationInfo) -> dict:
+        """Written out by the config's own serializer, through model_dump: that builds it where it was never built
+        (defer_build), as in a sweep's worker, whose scenario arrived pickled; inferring it ("any") would not."""
+        return config.model_dump(mode=info.mode, by_alias=info.by_alias, exclude_unset=info.exclude_unset,
+                                 exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none,
+                                 round_trip=info.round_trip)
+
     def __get_pydantic_core_schema__(self, source, handler):
-        return core_schema.with_info_plain_validator_function(self.validate,
-                                                              serialization=core_schema.simple_ser_schema("any"))
+        written = core_schema.plain_serializer_function_ser_schema(self.serialize, info_arg=True)
+        return core_schema.with_info_plain_validator_function(self.validate, serialization=written)
 
     def __get_pydantic_json_schema__(self, schema, handler):
         return handler(BUILTIN[self.name].__pydantic_core_schema__)
