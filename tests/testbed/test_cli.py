@@ -16,7 +16,8 @@ NO_FLOWER = pytest.mark.skipif(importlib.util.find_spec("flwr") is None, reason=
 LONG_TO_RUN = {"quickstart.yaml", "hierfavg.yaml", "fedadam_ssm.yaml", "shakespeare.yaml", "feddumap.yaml",
                "fedbuff.yaml", "fedprox_deadline.yaml", "har.yaml", "fedlion.yaml", "fadamgt.yaml", "digits.yaml",
                "flower_fedadam.yaml", "availability_fedadam_ssm.yaml", "availability_fedavg.yaml",
-               "throttled_phones.yaml", "network_fedbuff.yaml"}
+               "throttled_phones.yaml", "network_fedbuff.yaml", "heterogeneity.yaml", "energy.yaml", "synthetic.yaml",
+               "network_cells.yaml", "fedadam_diurnal.yaml", "selection_heterogeneity.yaml"}
 SCENARIOS = [pytest.param(p, marks=NO_FLOWER) if p.name.startswith("flower_") else p  # name: flower needs flwr
              for p in sorted((ROOT / "scenarios").rglob("*.yaml"))]  # the studies too
 
