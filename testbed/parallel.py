@@ -114,7 +114,6 @@ def _on_ray(jobs: list[Job], address: str, on_done) -> list[Outcome]:
             ray.shutdown()
 
 
-
 def progress_printer(total: int) -> Callable[[Outcome], None]:
     """on_done that prints '[k/total done] label: completed in 12.3 s (folder)' or the error on stderr."""
     done = 0

@@ -8,10 +8,10 @@ Semantics:
   as a Ray task (and each worker of executor.kind ray trains on T). Unset, it is DEFAULT_THREADS, one thread, the
   same everywhere, so a run's tables are the same on any machine, serial or in parallel.
 - Why one: `benchmarks/threads.py` (RESULTS.md, issue 27) times `testbed run` on one thread and on every core,
-  alone and beside busy neighbours. On 2 idle cores two threads were no faster (W1, W1 at batch 64, the
-  quickstart: 1.00-1.10x the time of one); beside one busy process they took 1.24-1.49x as long (one thread
-  descheduled, the other waits at every kernel's barrier), and 1.7-2.1x on a machine loaded by several. A large
-  model on an idle many-core machine may gain from more: set executor.threads.
+  alone and beside busy neighbours. On 2 idle cores two threads save a sixth to a quarter of a 20-round run (W1
+  0.85x, the quickstart 0.75x; 1.00-1.10x at 5 rounds), but beside one busy process they take 1.24-1.49x as long
+  at 5 rounds and 2.3x at 20 (one thread descheduled, the other waits at every kernel's barrier), and 1.7-2.1x on
+  a machine loaded by several. A run alone on an idle machine may set executor.threads to its cores.
 """
 from __future__ import annotations
 

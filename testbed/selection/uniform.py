@@ -19,7 +19,7 @@ import numpy as np
 from testbed.selection.base import SelectionContext, Selector, select_uniform
 
 REJECTION_DRAWS = 32  # uniform draws per free slot before the candidates are listed outright
-FEW = 8               # free slots drawn for one draw at a time: numpy's batch of draws costs ~4 single ones
+SINGLE_DRAW_SLOTS = 8  # up to this many free slots, draws are single: numpy's batch call costs ~4 of them
 
 
 @dataclass
@@ -40,7 +40,7 @@ def by_rejection(ctx: SelectionContext, rng: np.random.Generator, k: int, draws:
     """Devices drawn uniformly over the fleet one at a time, each kept when usable and not kept yet, until k are
     kept or `draws` draws are spent; in the order kept."""
     n, chosen = ctx.registry.n, {}
-    if k <= FEW:  # a handful of slots (an asynchronous dispatch's): single draws cost less than a batch's call
+    if k <= SINGLE_DRAW_SLOTS:  # a handful of slots (an asynchronous dispatch's)
         while len(chosen) < k and draws > 0:
             d, draws = int(rng.integers(n)), draws - 1
             if d not in chosen and ctx.usable(d):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from testbed.selection.base import SelectionContext
-from testbed.selection.uniform import FEW, by_rejection
+from testbed.selection.uniform import SINGLE_DRAW_SLOTS, by_rejection
 
 
 class Fleet:
@@ -21,7 +21,7 @@ def by_hand(seed: int, k: int, draws: int, usable) -> tuple[list[int], dict]:
     return chosen, rng.bit_generator.state
 
 
-@pytest.mark.parametrize("k", [1, 3, FEW, FEW + 1, 20])
+@pytest.mark.parametrize("k", [1, 3, SINGLE_DRAW_SLOTS, SINGLE_DRAW_SLOTS + 1, 20])
 @pytest.mark.parametrize("draws", [2, 1000])
 def test_rejection_keeps_what_single_draws_keep_and_leaves_the_stream_there(k, draws):
     usable = np.random.default_rng(7).random(Fleet.n) < 0.4   # 40% of the fleet usable
