@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.compare_plots import write_compare_plots
-from analysis.discovery import run_folders
+from analysis.discovery import runs_of
 from analysis.report import DEFAULT_METRIC, REACHED_ON, default_targets, seed_table, tta_table
-from analysis.runs import Run, load_run
+from analysis.runs import Run
 
 NOT_CONDITIONS = ("seed", "name", "description")  # they label a run, they do not make it another experiment
 # How a run was carried out, not what ran: executors give the same tables (README, Executors)
@@ -126,10 +126,11 @@ def _baselines(table: pd.DataFrame, fields: pd.DataFrame, baseline: str) -> list
 def write_compare(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,
                   metric: str = DEFAULT_METRIC, timelines: bool = True,
                   curves: bool = True) -> tuple[pd.DataFrame, list[Path]]:
-    """compare_table into out_dir/compare.csv, and the comparison plots (see analysis.compare_plots; timelines:
+    """compare_table of the runs (folders, folders that hold runs, or Runs already read) into out_dir/compare.csv,
+    and the comparison plots (see analysis.compare_plots; timelines:
     a Gantt of each group's first run too; curves: the groups' accuracy curves); returns the table and the paths
     written."""
-    runs = [load_run(folder) for folder in run_folders(run_dirs)]
+    runs = runs_of(run_dirs)
     targets = default_targets(runs) if targets is None else targets
     table = compare_table(runs, targets, baseline, metric)  # before anything is written: bad baseline, metric
     out_dir = Path(out_dir)

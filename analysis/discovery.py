@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.runs import EVENTS_FILE, ROUNDS_FILE, SCENARIO_FILE, DamagedRun, load_run
+from analysis.runs import EVENTS_FILE, ROUNDS_FILE, SCENARIO_FILE, DamagedRun, Run, load_run
 
 SWEEP_INDEX = "sweep.csv"   # written by testbed sweep: one row per combination, its run folder in `folder`
 RUN_FILES = (SCENARIO_FILE, ROUNDS_FILE, EVENTS_FILE)   # a folder holding any of them is a run's
@@ -27,6 +27,11 @@ RUN_FILES = (SCENARIO_FILE, ROUNDS_FILE, EVENTS_FILE)   # a folder holding any o
 class Found:
     folders: list[Path]                                 # the run folders to report, in order
     skipped: list[str] = field(default_factory=list)    # one line each: what was left out, and why
+    loaded: dict[Path, Run] = field(default_factory=dict)   # those read while looking (under a folder given)
+
+    def runs(self) -> list[Run]:
+        """The folders' runs, each read once: those read while looking are not read again."""
+        return [self.loaded.get(folder) or load_run(folder) for folder in self.folders]
 
 
 def find_runs(paths: list) -> Found:
@@ -45,9 +50,11 @@ def find_runs(paths: list) -> Found:
     return found
 
 
-def run_folders(paths: list) -> list[Path]:
-    """find_runs' folders alone."""
-    return find_runs(paths).folders
+def runs_of(items: list) -> list[Run]:
+    """The runs of these items: Runs already read, as they are; else paths, found (find_runs) and read once."""
+    if items and all(isinstance(item, Run) for item in items):
+        return list(items)
+    return find_runs(items).runs()
 
 
 def is_run_folder(path: Path) -> bool:
@@ -71,7 +78,7 @@ def _add_runs_under(root: Path, found: Found) -> None:
                                  "writing its tables)")
             continue
         try:
-            load_run(folder)
+            found.loaded[folder] = load_run(folder)
         except (DamagedRun, FileNotFoundError) as err:
             found.skipped.append(f"skipped {err}")
         else:

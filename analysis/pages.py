@@ -23,7 +23,6 @@ from analysis.compare import group_runs, write_compare
 from analysis.discovery import find_runs
 from analysis.report import (DEFAULT_METRIC, METRIC_NOTES, default_targets, resource_note, seed_table_cells,
                              table_cells, tta_table, write_report)
-from analysis.runs import load_run
 
 HTML_PAGE, MARKDOWN_PAGE = "report.html", "report.md"
 COMPARE_NOTE = ("groups: runs that differ only in seed; mean±std over a group's seeds (sample std); "
@@ -115,11 +114,10 @@ def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, bas
     A folder that holds runs stands for all of them (analysis.discovery). Returns write_report's text, after a
     line for each run folder skipped, and every path written."""
     found = find_runs(run_dirs)
-    folders = found.folders
-    compared, compare_files = write_compare(folders, out_dir, targets, baseline, metric, timelines=False,
+    folders, runs = found.folders, found.runs()
+    compared, compare_files = write_compare(runs, out_dir, targets, baseline, metric, timelines=False,
                                             curves=False)
-    text, report_files = write_report(folders, out_dir, targets, metric, groups=lambda runs: group_runs(runs)[0])
-    runs = [load_run(folder) for folder in folders]
+    text, report_files = write_report(runs, out_dir, targets, metric, groups=lambda runs: group_runs(runs)[0])
     per_run = tta_table(runs, default_targets(runs) if targets is None else targets, metric)
     written = report_files + compare_files
     notes = [METRIC_NOTES.get(metric, ""), resource_note(per_run)]

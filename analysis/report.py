@@ -185,7 +185,7 @@ def default_targets(runs: list[Run]) -> list[float]:
 
 def write_report(run_dirs: list, out_dir, targets: list[float] | None = None, metric: str = DEFAULT_METRIC,
                  groups=scenario_groups) -> tuple[str, list[Path]]:
-    """Load the runs and write into out_dir: `metric` vs time / uplink bytes / FLOPs (and energy where a run
+    """Load the runs (run folders, or Runs already read) and write into out_dir: `metric` vs time / uplink bytes / FLOPs (and energy where a run
     accounts it), a Gantt and a breakdown plot per run (async runs: a utilisation and a staleness plot instead of
     the breakdown; runs with batteries: their levels too), and tta.csv; where some group of `groups(runs)`
     (label -> runs; default: by scenario) has several runs, also the metric (and local accuracy) averaged over
@@ -194,7 +194,7 @@ def write_report(run_dirs: list, out_dir, targets: list[float] | None = None, me
     tta_local_accuracy.csv), so that they sit beside the default report, and the text starts with a line naming
     it (resource runs: one naming their columns). Returns the tables as text (the seed table after the per-run
     one) and the paths written."""
-    runs = [load_run(run_dir) for run_dir in run_dirs]
+    runs = [run if isinstance(run, Run) else load_run(run) for run in run_dirs]
     if not runs:
         raise ValueError("write_report needs at least one run folder")
     targets = default_targets(runs) if targets is None else targets

@@ -230,7 +230,7 @@ def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float |
         found = find_runs(folders)
         if out is None:
             out = Path(commonpath([Path(f).resolve().parent for f in found.folders])) / "compare"
-        table, written = write_compare(found.folders, out, targets, baseline, metric)
+        table, written = write_compare(found.runs(), out, targets, baseline, metric)
     return _report("\n".join([*found.skipped, format_seed_table(table)]), written)
 
 

@@ -56,6 +56,23 @@ def test_report_and_compare_print_what_they_skipped_and_cover_the_rest(sweep_and
     assert pd.read_csv(runs / "compare" / "compare.csv")["seeds"].tolist() == [1, 2, 1, 1, 1]
 
 
+def test_a_report_over_a_folder_reads_each_run_once(sweep_and_lone_run, tmp_path, monkeypatch):
+    """Discovery reads each run under a folder (a damaged one is skipped, not reported); the report and compare
+    then use those runs instead of reading every folder again: each rounds.csv is read once a command."""
+    import analysis.runs
+    reads, table_of = [], analysis.runs.table_of
+
+    def counted(path, *args, **kwargs):
+        reads.append(path) if path.name == "rounds.csv" else None
+        return table_of(path, *args, **kwargs)
+
+    monkeypatch.setattr(analysis.runs, "table_of", counted)
+    assert main(["report", str(sweep_and_lone_run), "--out", str(tmp_path / "report")]) == 0
+    assert len(reads) == len(set(reads)) == 6
+    assert main(["compare", str(sweep_and_lone_run), "--out", str(tmp_path / "compare")]) == 0
+    assert len(reads) == 12 and len(set(reads)) == 6
+
+
 def test_damaged_and_unstarted_run_folders_are_named_and_the_others_reported(make_run, tmp_path, rounds_csv):
     root = tmp_path / "mine"
     good = make_run(root / "a" / "quickstart" / "0")
