@@ -29,9 +29,9 @@ class BatchedExecutor(SerialExecutor):
             log.warning("batched executor: vmap has no rule for %s's recurrent layers; training its clients "
                         "one by one", type(model).__name__)
 
-    def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
+    def _train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         if self.recurrent:
-            return super().train(strategy, jobs)
+            return super()._train(strategy, jobs)
         objective = strategy.objective(self.loss_fn)
         size = self.max_clients or max(len(jobs), 1)
         results = []

@@ -7,7 +7,7 @@ import torch
 from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
 from testbed.execution.common import TrainJob, make_loss_fn, starting_point
-from testbed.execution.device import CPU, model_on, moved, training_device
+from testbed.execution.device import CPU, exact_float32, model_on, moved, training_device
 from testbed.local import train_one
 
 
@@ -26,6 +26,10 @@ class SerialExecutor:
         return moved((starting_point(strategy, job), job.task.extras), self.device)
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
+        with exact_float32(self.device):
+            return self._train(strategy, jobs)
+
+    def _train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         objective = strategy.objective(self.loss_fn)
         results = []
         for job in jobs:
