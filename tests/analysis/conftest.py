@@ -7,8 +7,10 @@ in round 5 c's upload is cut as surplus.
 
 import io
 
+import matplotlib.figure
 import numpy as np
 import pandas as pd
+import PIL.Image
 import pytest
 
 SCENARIO = """\
@@ -91,6 +93,14 @@ def write_study(root):
 @pytest.fixture
 def study(tmp_path):
     return write_study(tmp_path)
+
+
+@pytest.fixture
+def unrendered(monkeypatch):
+    """Figures written as one-pixel images, not drawn, for tests of what a report or comparison reads, lists and
+    tabulates: drawing the figures is most of their time (test_html_report.py and the plot tests look at them)."""
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda self, path, **kwargs: PIL.Image.new(
+        "RGB", (1, 1)).save(path))
 
 
 @pytest.fixture(scope="session")

@@ -191,7 +191,7 @@ def test_write_report_writes_the_seed_table_and_local_accuracy_plot(tmp_path, ma
     assert text.index("tiny/0") < text.index("mean±std") < text.index("2/2")
 
 
-def test_cli_report_prints_the_seed_table_after_the_per_run_table(tmp_path, run_dir, slower_run_dir, capsys):
+def test_cli_report_prints_the_seed_table_after_the_per_run_table(tmp_path, run_dir, slower_run_dir, capsys, unrendered):
     from testbed.cli import main
 
     out = tmp_path / "report"
@@ -270,7 +270,7 @@ def test_write_report_on_the_local_accuracy_names_it(tmp_path, local_run_dir, ma
     assert list(pd.read_csv(out / "tta_local_accuracy.csv")["time_s@0.8"]) == [60.0, 60.0]
 
 
-def test_cli_report_on_the_local_accuracy(tmp_path, local_run_dir, capsys):
+def test_cli_report_on_the_local_accuracy(tmp_path, local_run_dir, capsys, unrendered):
     from testbed.cli import main
 
     out = tmp_path / "report"
@@ -299,7 +299,7 @@ def test_cli_report_on_the_local_accuracy_of_a_run_without_it(tmp_path, run_dir,
 
 
 def test_runs_of_one_name_in_several_groups_are_not_counted_as_its_seeds(run_dir, slower_run_dir, make_run,
-                                                                        tmp_path):
+                                                                        tmp_path, unrendered):
     """tiny/0 and tiny/1 at lr 0.05, and tiny/0 again at lr 0.1 (another --set, another folder): grouped as
     compare groups them, tiny has two seeds at lr=0.05 and one at lr=0.1, not three."""
     from analysis.compare import group_runs

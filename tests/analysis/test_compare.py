@@ -110,7 +110,7 @@ def test_write_compare_writes_the_table_and_every_plot(study, tmp_path):
     assert pd.read_csv(out / "compare.csv")["speedup@0.8"].tolist() == pytest.approx(table["speedup@0.8"].tolist())
 
 
-def test_the_command_prints_mean_std_and_refuses_an_unknown_baseline(study, tmp_path, capsys):
+def test_the_command_prints_mean_std_and_refuses_an_unknown_baseline(study, tmp_path, capsys, unrendered):
     out = tmp_path / "compare"
     assert main(["compare", *map(str, study), "--baseline", "fedavg", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -149,7 +149,7 @@ def test_a_run_without_a_selection_section_is_labelled_uniform_beside_one_with()
     assert list(groups) == ["selection=uniform", "selection=oort"]
 
 
-def test_compare_writes_beside_the_runs_by_default(study, tmp_path, monkeypatch):
+def test_compare_writes_beside_the_runs_by_default(study, tmp_path, monkeypatch, unrendered):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)   # where a user may stand: compare/ must not land here

@@ -37,7 +37,8 @@ def test_a_folder_holding_a_sweep_and_a_lone_run_covers_both(sweep_and_lone_run)
                              "(sweep.csv: not started)"]
 
 
-def test_report_and_compare_print_what_they_skipped_and_cover_the_rest(sweep_and_lone_run, tmp_path, capsys):
+def test_report_and_compare_print_what_they_skipped_and_cover_the_rest(sweep_and_lone_run, tmp_path, capsys,
+                                                                     unrendered):
     runs = sweep_and_lone_run
     assert main(["report", str(runs), "--out", str(tmp_path / "report")]) == 0
     printed = capsys.readouterr().out
@@ -56,7 +57,7 @@ def test_report_and_compare_print_what_they_skipped_and_cover_the_rest(sweep_and
     assert pd.read_csv(runs / "compare" / "compare.csv")["seeds"].tolist() == [1, 2, 1, 1, 1]
 
 
-def test_a_report_over_a_folder_reads_each_run_once(sweep_and_lone_run, tmp_path, monkeypatch):
+def test_a_report_over_a_folder_reads_each_run_once(sweep_and_lone_run, tmp_path, monkeypatch, unrendered):
     """Discovery reads each run under a folder (a damaged one is skipped, not reported); the report and compare
     then use those runs instead of reading every folder again: each rounds.csv is read once a command."""
     import analysis.runs
