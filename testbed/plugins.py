@@ -20,7 +20,6 @@ import os
 import sys
 import traceback
 from functools import cache
-from importlib.metadata import entry_points
 from typing import Any, Mapping
 
 GROUPS = {"algorithm": "fl_edge_testbed.algorithms", "model": "fl_edge_testbed.models",
@@ -37,7 +36,10 @@ def is_reference(name: str) -> bool:
 
 @cache
 def registered(kind: str) -> dict[str, str]:
-    """Short names that installed packages register for `kind`, and the reference each stands for."""
+    """Short names that installed packages register for `kind`, and the reference each stands for. importlib.metadata
+    is imported here, where a name is looked up: `--help` and a YAML error need none of it."""
+    from importlib.metadata import entry_points
+
     return {ep.name: ep.value for ep in entry_points(group=GROUPS[kind])}
 
 
