@@ -125,7 +125,7 @@ def test_training_on_cuda_agrees_with_the_cpu(two_devices, tmp_path, kind):
     rounds compound the float differences (measured on an H200, serial: round 1's train loss 1.1e-5 apart and its
     evaluation loss 2.4e-4, round 2's train loss 1.3 % apart, in this run of a few small batches), so they are held
     to the accuracy alone, within two points."""
-    (rounds_cpu, events_cpu) = _run(tmp_path, dict(two_devices), {"kind": "serial"}, "cpu")
+    rounds_cpu, events_cpu = _run(tmp_path, dict(two_devices), {"kind": "serial"}, "cpu")
     rounds, events = _run(tmp_path, dict(two_devices), {"kind": kind, "device": "cuda"}, f"{kind}-cuda")
     pd.testing.assert_frame_equal(events_cpu, events)
     learned = ["train_loss", "accuracy", "loss"]
