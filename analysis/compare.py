@@ -127,9 +127,8 @@ def write_compare(run_dirs: list, out_dir, targets: list[float] | None = None, b
                   metric: str = DEFAULT_METRIC, timelines: bool = True,
                   curves: bool = True) -> tuple[pd.DataFrame, list[Path]]:
     """compare_table of the runs (folders, folders that hold runs, or Runs already read) into out_dir/compare.csv,
-    and the comparison plots (see analysis.compare_plots; timelines:
-    a Gantt of each group's first run too; curves: the groups' accuracy curves); returns the table and the paths
-    written."""
+    and the comparison plots (see analysis.compare_plots; timelines: a Gantt of each group's first run too;
+    curves: the groups' accuracy curves); returns the table and the paths written."""
     runs = runs_of(run_dirs)
     targets = default_targets(runs) if targets is None else targets
     table = compare_table(runs, targets, baseline, metric)  # before anything is written: bad baseline, metric

@@ -185,15 +185,15 @@ def default_targets(runs: list[Run]) -> list[float]:
 
 def write_report(run_dirs: list, out_dir, targets: list[float] | None = None, metric: str = DEFAULT_METRIC,
                  groups=scenario_groups) -> tuple[str, list[Path]]:
-    """Load the runs (run folders, or Runs already read) and write into out_dir: `metric` vs time / uplink bytes / FLOPs (and energy where a run
-    accounts it), a Gantt and a breakdown plot per run (async runs: a utilisation and a staleness plot instead of
-    the breakdown; runs with batteries: their levels too), and tta.csv; where some group of `groups(runs)`
-    (label -> runs; default: by scenario) has several runs, also the metric (and local accuracy) averaged over
-    each group's seeds, and where some scenario has several seeds in one group tta_by_scenario.csv
-    (seed_table_of_groups). The targets are on `metric`; a metric other than accuracy puts its name in the file names (local_accuracy_vs_time.png,
-    tta_local_accuracy.csv), so that they sit beside the default report, and the text starts with a line naming
-    it (resource runs: one naming their columns). Returns the tables as text (the seed table after the per-run
-    one) and the paths written."""
+    """Load the runs (run folders, or Runs already read) and write into out_dir: `metric` vs time / uplink bytes /
+    FLOPs (and energy where a run accounts it), a Gantt and a breakdown plot per run (async runs: a utilisation and
+    a staleness plot instead of the breakdown; runs with batteries: their levels too), and tta.csv; where some group
+    of `groups(runs)` (label -> runs; default: by scenario) has several runs, also the metric (and local accuracy)
+    averaged over each group's seeds, and where some scenario has several seeds in one group tta_by_scenario.csv
+    (seed_table_of_groups). The targets are on `metric`; a metric other than accuracy puts its name in the file
+    names (local_accuracy_vs_time.png, tta_local_accuracy.csv), so that they sit beside the default report, and the
+    text starts with a line naming it (resource runs: one naming their columns). Returns the tables as text (the
+    seed table after the per-run one) and the paths written."""
     runs = [run if isinstance(run, Run) else load_run(run) for run in run_dirs]
     if not runs:
         raise ValueError("write_report needs at least one run folder")

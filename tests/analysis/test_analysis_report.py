@@ -191,7 +191,8 @@ def test_write_report_writes_the_seed_table_and_local_accuracy_plot(tmp_path, ma
     assert text.index("tiny/0") < text.index("mean±std") < text.index("2/2")
 
 
-def test_cli_report_prints_the_seed_table_after_the_per_run_table(tmp_path, run_dir, slower_run_dir, capsys, unrendered):
+def test_cli_report_prints_the_seed_table_after_the_per_run_table(tmp_path, run_dir, slower_run_dir, capsys,
+                                                                   unrendered):
     from testbed.cli import main
 
     out = tmp_path / "report"

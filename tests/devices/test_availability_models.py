@@ -141,10 +141,10 @@ def test_online_until_each_is_online_until_of_each(size):
 
 
 def test_online_each_and_count_online_agree_with_the_fleet_wide_query():
-    """Some devices' answers (together, and one at a time) and the count of those online, against online_at, on a short horizon (Markov devices
-    online past it: neither query re-samples for them), devices always on, never on, diurnal, at interval
-    boundaries (online means start <= t < end), past the horizon, and at times going back and forth (each
-    device's last answer is where the next query starts)."""
+    """Some devices' answers (together, and one at a time) and the count of those online, against online_at, on a
+    short horizon (Markov devices online past it: neither query re-samples for them), devices always on, never on,
+    diurnal, at interval boundaries (online means start <= t < end), past the horizon, and at times going back and
+    forth (each device's last answer is where the next query starts)."""
     groups = [(MarkovOnOff(500, 1500), 20), (MarkovOnOff(5000, 10), 20), (AlwaysOn(), 2), (Diurnal(), 3),
               (TraceIntervals((np.zeros((0, 2)), np.array([[10.0, 20.0], [30.0, 40.0]])), (None, None)), 2)]
     reference = Availability(groups, SEED, initial_horizon_s=1e6)
