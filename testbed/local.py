@@ -201,6 +201,14 @@ def minibatches(num_samples: int, cfg: LocalSchedule, rng: np.random.Generator) 
             for batch in torch.from_numpy(rng.permutation(num_samples)).split(cfg.batch_size)][:count]
 
 
+def on_device(batches: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """The minibatches' indices moved to `device` in one copy (a GPU would otherwise copy each step's indices from
+    the host, a synchronous copy per step); the same tensors on the CPU."""
+    if device.type == "cpu" or not batches:
+        return batches
+    return list(torch.cat(batches).to(device).split([len(b) for b in batches]))
+
+
 def _frozen(old: Params, new: Params, aux: dict) -> Params:
     """`new`, except where aux['update_mask'] is 0: there the entry keeps its `old` value, exactly."""
     mask = aux.get("update_mask", {})
@@ -228,15 +236,17 @@ def train_one(objective: Objective, params: Params, x: torch.Tensor, y: torch.Te
     anchor, losses, accuracies = params, [], []
     state = cfg.init(params) if state is None else state
     params = {n: p.detach().requires_grad_() for n, p in params.items()}
-    for batch in minibatches(len(y), cfg, rng):
+    for batch in on_device(minibatches(len(y), cfg, rng), y.device):
         loss, aux = objective(params, anchor, x[batch], y[batch], extras)
         grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
         with torch.no_grad():
             new, state = cfg.step(params, grads, state)
             new = _frozen(params, new, aux)
         params = {n: p.requires_grad_() for n, p in new.items()}
-        losses.append(loss.item())
-        accuracies.append(float(aux["accuracy"]))
+        losses.append(loss.detach())
+        accuracies.append(aux["accuracy"].detach())
+    # read once, after the last step: on a GPU a read each step would wait for it (the same floats as .item())
+    losses, accuracies = torch.stack(losses).tolist(), torch.stack(accuracies).tolist()
     stats = {"train_loss": float(np.mean(losses)), "train_accuracy": float(np.mean(accuracies)),
              "train_loss_sq": math.sqrt(float(np.mean(np.square(losses))))}  # Oort's utility (selection/oort.py)
     return {n: p.detach() for n, p in params.items()}, stats, state
@@ -255,33 +265,48 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
     stacked, state, extra = _stack(params), _stack(states), _stack(extras)
     anchor = stacked
     step = vmap(grad_and_value(objective, has_aux=True))
-    loss_sums, square_sums, accuracy_sums = [0.0] * n_clients, [0.0] * n_clients, [0.0] * n_clients
-    steps = [0] * n_clients
+    device = ys[0].device
+    data_x, data_y = torch.cat(xs), torch.cat(ys)   # every client's samples, gathered once a step below
+    offsets = np.cumsum([0] + [len(y) for y in ys[:-1]])
+    rows_of, gathers = [], []   # per step and minibatch size: which clients, and their samples' rows in data_x
     for t in range(max(len(s) for s in schedules)):
         by_size: dict[int, list[int]] = {}
         for client, schedule in enumerate(schedules):
             if t < len(schedule):
                 by_size.setdefault(len(schedule[t]), []).append(client)
         for clients in by_size.values():
-            rows = torch.tensor(clients)
-            everyone = len(clients) == n_clients
-            take = (lambda tree: tree) if everyone else (lambda tree: _tree(tree, lambda v: v[rows]))
-            x = torch.stack([xs[c][schedules[c][t]] for c in clients])
-            y = torch.stack([ys[c][schedules[c][t]] for c in clients])
-            grads, (losses, aux) = step(take(stacked), take(anchor), x, y, take(extra))
-            old = take(stacked)
-            new, new_state = cfg.step(old, grads, take(state))
-            new = _frozen(old, new, aux)
-            if everyone:
-                stacked, state = new, new_state
-            else:
-                stacked = {n: v.index_copy(0, rows, new[n]) for n, v in stacked.items()}
-                state = {n: v.index_copy(0, rows, new_state[n]) for n, v in state.items()}
-            for client, loss, accuracy in zip(clients, losses.tolist(), aux["accuracy"].tolist()):
-                loss_sums[client] += loss
-                square_sums[client] += loss * loss
-                accuracy_sums[client] += accuracy
-                steps[client] += 1
+            rows_of.append(clients)
+            gathers.append(torch.cat([schedules[c][t] + int(offsets[c]) for c in clients]))
+    # one copy of every step's rows to the device (per-step host-to-device copies would each wait on a GPU)
+    rows_dev = on_device([torch.tensor(clients) for clients in rows_of], device)
+    gathers = on_device(gathers, device)
+    losses_of, accuracies_of = [], []   # read once at the end: on a GPU a read each step would wait for it
+    for clients, rows, gather in zip(rows_of, rows_dev, gathers):
+        everyone = len(clients) == n_clients
+        take = (lambda tree: tree) if everyone else (lambda tree: _tree(tree, lambda v: v[rows]))
+        x = data_x[gather].unflatten(0, (len(clients), -1))
+        y = data_y[gather].unflatten(0, (len(clients), -1))
+        grads, (losses, aux) = step(take(stacked), take(anchor), x, y, take(extra))
+        old = take(stacked)
+        new, new_state = cfg.step(old, grads, take(state))
+        new = _frozen(old, new, aux)
+        if everyone:
+            stacked, state = new, new_state
+        else:
+            stacked = {n: v.index_copy(0, rows, new[n]) for n, v in stacked.items()}
+            state = {n: v.index_copy(0, rows, new_state[n]) for n, v in state.items()}
+        losses_of.append(losses.detach())
+        accuracies_of.append(aux["accuracy"].detach())
+    loss_sums, square_sums, accuracy_sums = [0.0] * n_clients, [0.0] * n_clients, [0.0] * n_clients
+    steps = [0] * n_clients
+    all_losses = torch.cat(losses_of).tolist()
+    all_accuracies = torch.cat(accuracies_of).tolist()
+    clients_each = [c for clients in rows_of for c in clients]
+    for client, loss, accuracy in zip(clients_each, all_losses, all_accuracies):
+        loss_sums[client] += loss
+        square_sums[client] += loss * loss
+        accuracy_sums[client] += accuracy
+        steps[client] += 1
     return [({n: v[i] for n, v in stacked.items()},
              {"train_loss": loss_sums[i] / steps[i], "train_accuracy": accuracy_sums[i] / steps[i],
               "train_loss_sq": math.sqrt(square_sums[i] / steps[i])},
