@@ -81,7 +81,8 @@ def load(folder: Path, scenario: str) -> Checkpoint | None:
     path = Path(folder) / FILE
     if not path.exists():
         return None
-    fields = safe_load.load(path, "checkpoint", "; run without --resume to start over")
+    # onto the CPU: a run on a GPU wrote its server's tensors as they were; the run's placement moves them back
+    fields = safe_load.load(path, "checkpoint", "; run without --resume to start over", map_location="cpu")
     try:
         checkpoint = Checkpoint(**fields)
     except TypeError:  # a dict of other fields, or no dict at all

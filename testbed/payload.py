@@ -506,7 +506,11 @@ def transmit(codec: Codec, tensors: Tensors, shapes: Shapes | None = None) -> di
     if shapes is None:
         shapes = model_shapes(codec, tensors)
     if isinstance(codec, Dense) and codec.dtype == "float32":
-        return _transmit_float32(codec, tensors, shapes)
+        return _transmit_float32(codec, tensors, shapes)   # on whichever device the tensors are
+    device = next((t.device for t in tensors.values()), None)
+    if device is not None and device.type != "cpu":   # the crossing: a codec encodes to bytes on the host
+        decoded = transmit(codec, {k: t.cpu() for k, t in tensors.items()}, shapes)
+        return {k: t.to(device) for k, t in decoded.items()}
     payload = codec.encode(tensors)
     expected = codec.nbytes(shapes)
     if len(payload) != expected:  # a codec whose prediction is wrong would corrupt the clock

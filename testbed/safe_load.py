@@ -46,9 +46,9 @@ def _rebuilt_by_attributes(cls: type) -> bool:
     return dataclasses.is_dataclass(cls) or all(getattr(cls, m, None) is getattr(object, m, None) for m in methods)
 
 
-def load(path: Path, what: str, fix: str = "") -> Any:
+def load(path: Path, what: str, fix: str = "", map_location: str | None = None) -> Any:
     """torch.load of `path` (a `what`, for the messages, which end with `fix`) with weights_only=True and the
-    allow-list above."""
+    allow-list above; map_location "cpu" reads a file a GPU run wrote onto the CPU (None: where it was)."""
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
@@ -62,6 +62,6 @@ def load(path: Path, what: str, fix: str = "") -> Any:
         allowed |= {name: value for name, value in vars(np.dtypes).items() if name.endswith("DType")}
     try:
         with torch.serialization.safe_globals(list(allowed.values())):
-            return torch.load(path, weights_only=True)
+            return torch.load(path, weights_only=True, map_location=map_location)
     except Exception as err:  # noqa: BLE001
         raise TestbedError(f"{path}: unreadable {what} ({type(err).__name__}){fix}") from None

@@ -146,11 +146,16 @@ class Strategy(ABC):
     as it is); empty: it needs a round's participants together and runs synchronously only.
     NEEDS_LOCAL_STEPS: it counts its local steps (client.local_steps must be set).
     NEEDS_SERVER_DATA: it trains on the server's own data (data.server must be set; Build.shared holds it).
+    SERVER_ON_DEVICE: its server side (init, configure, broadcast, aggregate, personal_models) and its device
+    hooks (start, finish) are tensor arithmetic that runs on whichever device the model's tensors are on, so with
+    executor.device: cuda the server keeps the model, its optimizer state and the arrivals there
+    (testbed/execution/placement.py); False (the default): they get CPU tensors, as on a CPU-only run.
     """
 
     ASYNC: ClassVar[frozenset[str]] = frozenset()
     NEEDS_LOCAL_STEPS: ClassVar[bool] = False
     NEEDS_SERVER_DATA: ClassVar[bool] = False
+    SERVER_ON_DEVICE: ClassVar[bool] = False
 
     @classmethod
     def create(cls, build: Build, **options) -> Strategy:
@@ -215,8 +220,13 @@ def task_for(device: int, ctx: RoundContext, client: Any, down, up, **terms) -> 
     return Task(int(device), ctx.round, n, client.samples_processed(n), down, up, **terms)
 
 
+def _device(tensors: list[Params]) -> torch.device:
+    """Where the tensors live (the server's device: testbed/execution/placement.py)."""
+    return next(iter(tensors[0].values())).device
+
+
 def weighted_mean(tensors: list[Params], weights: list[float]) -> Params:
-    w = torch.tensor(weights, dtype=torch.float32)
+    w = torch.tensor(weights, dtype=torch.float32, device=_device(tensors))
     w = w / w.sum()
     return {name: torch.tensordot(w, torch.stack([t[name] for t in tensors]), dims=1) for name in tensors[0]}
 
@@ -224,7 +234,7 @@ def weighted_mean(tensors: list[Params], weights: list[float]) -> Params:
 def holder_mean(tensors: list[Params], held: list[Params], weights: list[float]) -> Params:
     """Entry by entry, the weighted mean over the tensors that hold the entry (held: 0/1 masks by name; a name
     without a mask is held whole); 0 where nobody holds it. HeteroFL's aggregation of submodel updates."""
-    w = torch.tensor(weights, dtype=torch.float32)
+    w = torch.tensor(weights, dtype=torch.float32, device=_device(tensors))
     out = {}
     for name in tensors[0]:
         masks = torch.stack([torch.ones_like(t[name]) if name not in h else h[name].expand_as(t[name])

@@ -86,6 +86,8 @@ class ServerAdagrad(_ServerAdaptive):
 
 @dataclass(frozen=True)
 class FedAvg(Strategy):
+    SERVER_ON_DEVICE = True   # means and the server optimizers' rules: tensor arithmetic wherever the model is
+
     client: LocalSGD
     server: ServerSGD | _ServerAdaptive = field(default_factory=ServerSGD)
     proximal_mu: float = 0.0

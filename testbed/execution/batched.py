@@ -13,7 +13,7 @@ import torch
 
 from testbed.algorithms.base import Result, Strategy
 from testbed.execution.common import TrainJob
-from testbed.execution.device import CPU, moved
+from testbed.execution.device import home_of, moved
 from testbed.execution.serial import SerialExecutor
 from testbed.local import train_stacked
 
@@ -21,8 +21,9 @@ log = logging.getLogger("testbed")
 
 
 class BatchedExecutor(SerialExecutor):
-    def __init__(self, model: torch.nn.Module, dataset, max_clients: int | None = None, device: str = "cpu"):
-        super().__init__(model, dataset, device)
+    def __init__(self, model: torch.nn.Module, dataset, max_clients: int | None = None, device: str = "cpu",
+                 precision: str = "exact"):
+        super().__init__(model, dataset, device, precision)
         self.max_clients = max_clients  # clients per vmapped group: bounds memory on big rounds
         self.recurrent = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
         if self.recurrent:
@@ -44,5 +45,5 @@ class BatchedExecutor(SerialExecutor):
                                     [np.random.default_rng(job.seed) for job in group],
                                     [extras for _, extras in starts], [state for (_, state), _ in starts])
             results += [strategy.finish(job.task, params, job.params, stats, state)
-                        for job, (params, stats, state) in zip(group, moved(trained, CPU))]
+                        for job, (params, stats, state) in zip(group, moved(trained, home_of(group[0].params)))]
         return results

@@ -15,6 +15,9 @@ from testbed.algorithms.base import LossFn, Params, Strategy, Task
 # (a CPU forward pass gives each sample the same logits whatever the batch).
 EVAL_BATCH = 100
 LOSS_BLOCK = 1000
+# On a GPU a batch is one launch of every layer whatever its size: batches of GPU_EVAL_BATCH keep it busy while a
+# ResNet-18's activations of one batch stay under ~1 GB; the loss and the hits are summed there and read once.
+GPU_EVAL_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ def make_loss_fn(model: torch.nn.Module) -> LossFn:
 @torch.no_grad()
 def score(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
     """Whether each sample is classified right, and the summed cross-entropy."""
+    if x.device.type != "cpu":
+        return _score_on_device(model, params, x, y)
     correct, loss = [], 0.0
     for block in range(0, len(y), LOSS_BLOCK):
         end = min(block + LOSS_BLOCK, len(y))
@@ -59,6 +64,20 @@ def score(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tens
         loss += F.cross_entropy(logits, target, reduction="sum").item()
         correct.append((logits.argmax(1) == target).numpy())
     return np.concatenate(correct), loss
+
+
+def _score_on_device(model: torch.nn.Module, params: Params, x: torch.Tensor,
+                     y: torch.Tensor) -> tuple[np.ndarray, float]:
+    """score() on a GPU: batches of GPU_EVAL_BATCH, the loss summed in float64 on the device (bf16 logits under
+    autocast scored in float32), and one read of the results at the end."""
+    correct = torch.empty(len(y), dtype=torch.bool, device=y.device)
+    loss = torch.zeros((), dtype=torch.float64, device=y.device)
+    for start in range(0, len(y), GPU_EVAL_BATCH):
+        end = min(start + GPU_EVAL_BATCH, len(y))
+        logits = functional_call(model, params, (x[start:end],)).float()
+        loss += F.cross_entropy(logits, y[start:end], reduction="sum").double()
+        correct[start:end] = logits.argmax(1) == y[start:end]
+    return correct.cpu().numpy(), loss.item()   # the crossing to the host: the numbers that go into the tables
 
 
 def evaluate(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:

@@ -1,21 +1,15 @@
-"""Where an executor trains (executor.device): the CPU, or a CUDA device when one is present.
+"""Where a run computes (executor.device): the CPU, or a CUDA device when one is present.
 
-The executor keeps its own copy of the model and of the training data on the device, moves each job's starting
-point (parameters, optimizer state, the strategy's extras) there, and brings the trained parameters and state back
-to the CPU, where the server aggregates and evaluates. On the CPU every move is a no-op.
-On a GPU, training runs in IEEE float32 by deterministic kernels (exact_float32). Without it cuDNN computes the
-larger convolutions in TF32 (a 10-bit mantissa) and may pick kernels that add in a varying order; measured on an
-H200 (torch 2.11): quickstart's first round (cnn_512) was 1.6e-3 from the CPU's train loss in TF32 and 7e-9 in
-float32, and two runs of one scenario with the batched executor differed from round 2 on; with it, two runs give
-the same tables. A GPU's results still match the CPU's within float tolerance only, not bit for bit (other
-kernels, other summation orders), and later rounds compound the differences: quickstart's 60 rounds ended at
-0.958 against the CPU's 0.960.
+The executor keeps its own copy of the model and of the training data on the device and moves each job's
+starting point (parameters, optimizer state, the strategy's extras) there. The trained parameters go back to
+where the job's parameters came from: the device itself where the server lives there too (a strategy that says
+SERVER_ON_DEVICE, testbed/protocols/placement.py), the CPU otherwise. On the CPU every move is a no-op.
+The arithmetic on a GPU (exact float32 by default, or TF32 / bf16) is testbed/execution/precision.py's.
 """
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -32,26 +26,14 @@ def training_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-@contextmanager
-def exact_float32(device: torch.device) -> Iterator[None]:
-    """Within it, training on `device` computes in IEEE float32 by deterministic kernels: on a GPU, cuDNN without
-    TF32 and without benchmarking, and float32 matrix products at torch's "highest" precision; the process's own
-    settings come back after (a user's code in the same process keeps its choice). On the CPU: nothing to do."""
-    if device.type != "cuda":
-        yield
-        return
-    precision = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True, allow_tf32=False):
-            yield
-    finally:
-        torch.set_float32_matmul_precision(precision)
-
-
 def model_on(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """The model whose buffers the executor's forward passes use: the engine's own on the CPU, a copy elsewhere."""
     return model if device == CPU else copy.deepcopy(model).to(device)
+
+
+def home_of(params: dict) -> torch.device:
+    """The device of a dict of tensors (the CPU where it holds none)."""
+    return next((t.device for t in params.values() if isinstance(t, torch.Tensor)), CPU)
 
 
 def moved(value: Any, device: torch.device) -> Any:

@@ -14,13 +14,14 @@ from testbed.algorithms.base import Result, Strategy
 from testbed.errors import TestbedError
 from testbed.execution.batched import BatchedExecutor
 from testbed.execution.common import TrainJob
+from testbed.execution.device import CPU
 from testbed.execution.threads import DEFAULT_THREADS
 
 
 class _Worker:
-    def __init__(self, model: torch.nn.Module, dataset, device: str, threads: int | None):
+    def __init__(self, model: torch.nn.Module, dataset, device: str, threads: int | None, precision: str):
         torch.set_num_threads(threads or DEFAULT_THREADS)  # as the run's own: the same arithmetic in every worker
-        self.executor = BatchedExecutor(model, dataset, device=device)
+        self.executor = BatchedExecutor(model, dataset, device=device, precision=precision)
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]):
         return self.executor.train(strategy, jobs)
@@ -44,7 +45,9 @@ def start_ray(address: str | None, num_cpus: int | None, needed_by: str):
 
 class RayExecutor:
     def __init__(self, model: torch.nn.Module, dataset, workers: int = 2, address: str | None = None,
-                 device: str = "cpu", threads: int | None = None):
+                 device: str = "cpu", threads: int | None = None, precision: str = "exact"):
+        self.precision = precision
+        self.server_device = CPU   # the workers are other processes: what crosses to them goes through the host
         ray, self.started_ray = start_ray(address, workers, "executor.kind: ray")
         self.ray = ray
         gpus = 0
@@ -55,7 +58,7 @@ class RayExecutor:
             gpus = 1 if address else 1 / workers
         worker = ray.remote(num_cpus=1, num_gpus=gpus)(_Worker)
         model_ref, data_ref = ray.put(model), ray.put(dataset)
-        self._start_worker = lambda: worker.remote(model_ref, data_ref, device, threads)
+        self._start_worker = lambda: worker.remote(model_ref, data_ref, device, threads, precision)
         self.workers = [self._start_worker() for _ in range(workers)]
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:

@@ -7,15 +7,22 @@ import torch
 from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
 from testbed.execution.common import TrainJob, make_loss_fn, starting_point
-from testbed.execution.device import CPU, exact_float32, model_on, moved, training_device
+from testbed.execution.device import home_of, model_on, moved, training_device
+from testbed.execution.precision import arithmetic
 from testbed.local import train_one
 
 
 class SerialExecutor:
-    def __init__(self, model: torch.nn.Module, dataset: Dataset, device: str = "cpu"):
+    def __init__(self, model: torch.nn.Module, dataset: Dataset, device: str = "cpu", precision: str = "exact"):
         self.device = training_device(device)
+        self.precision = precision
         self.loss_fn = make_loss_fn(model_on(model, self.device))
         self.train_x, self.train_y = moved((dataset.train_x, dataset.train_y), self.device)
+
+    @property
+    def server_device(self) -> torch.device:
+        """Where the run's server may keep its tensors beside this executor: its own device (one process)."""
+        return self.device
 
     def data(self, job: TrainJob) -> tuple[torch.Tensor, torch.Tensor]:
         index = torch.from_numpy(job.indices).to(self.device)
@@ -26,7 +33,7 @@ class SerialExecutor:
         return moved((starting_point(strategy, job), job.task.extras), self.device)
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
-        with exact_float32(self.device):
+        with arithmetic(self.device, self.precision):
             return self._train(strategy, jobs)
 
     def _train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
@@ -35,8 +42,10 @@ class SerialExecutor:
         for job in jobs:
             x, y = self.data(job)
             (params, state), extras = self.start(strategy, job)
+            # back where the job's model came from: the CPU, or the device where the server lives there too
             trained, stats, state = moved(train_one(objective, params, x, y, strategy.client,
-                                                    np.random.default_rng(job.seed), extras, state), CPU)
+                                                    np.random.default_rng(job.seed), extras, state),
+                                          home_of(job.params))
             results.append(strategy.finish(job.task, trained, job.params, stats, state))
         return results
 

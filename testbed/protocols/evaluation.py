@@ -6,6 +6,8 @@
   evaluation stream). With local test sets, each device is also scored on its own test data, with its personal
   model where the strategy keeps one (FedLPS's sparse models) and the global model otherwise.
 - What: accuracy and loss; with local test sets, the mean and 10th percentile of the devices' accuracies.
+- Where: on the training device (testbed/execution/placement.py), in executor.precision; the test sets move
+  there once, and a model the server keeps on the CPU is copied there for each evaluation.
 """
 from __future__ import annotations
 
@@ -14,18 +16,26 @@ import math
 import numpy as np
 import torch
 
-from testbed.algorithms.base import ServerState
+from testbed.algorithms.base import Params, ServerState
 from testbed.execution import evaluate, score
+from testbed.execution.device import model_on, moved
+from testbed.execution.placement import Placement
+from testbed.execution.precision import arithmetic
 from testbed.scenario import Experiment, Purpose, stream
 
 
 class Evaluation:
     """The run's evaluation: its test set, its schedule and its scores."""
 
-    def __init__(self, exp: Experiment):
+    def __init__(self, exp: Experiment, placement: Placement):
         self.exp = exp
         self.cfg = exp.scenario.eval
-        self.test_x, self.test_y = self._test_set(exp.scenario.seed)
+        self.device, self.precision = placement.evaluation, placement.precision
+        self.model = model_on(exp.model, self.device)
+        self.test_x, self.test_y = moved(self._test_set(exp.scenario.seed), self.device)
+        clients = exp.clients
+        self.local_test = None if clients.local_test_x is None else \
+            moved((clients.local_test_x, clients.local_test_y), self.device)
 
     def _test_set(self, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The held-out test set, or a fixed random subset of it when eval.max_samples asks for one."""
@@ -43,20 +53,32 @@ class Evaluation:
             return final or math.floor(t / every_s) > math.floor(t_previous / every_s)
         return final or r % self.cfg.every_rounds == 0
 
+    def score(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
+        """execution.score of `params` on (x, y), on the evaluation's device and in its precision."""
+        with arithmetic(self.device, self.precision):
+            return score(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device))
+
+    def evaluate(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+        """(accuracy, mean cross-entropy) of `params` on (x, y)."""
+        with arithmetic(self.device, self.precision):
+            return evaluate(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device))
+
     def scores(self, state: ServerState) -> dict[str, float]:
         """The global model's test accuracy and loss; with local test sets, each device's accuracy on its own
         test data (mean and 10th percentile over devices), with its personal model where the strategy keeps one
         and the global model otherwise."""
-        model, params = self.exp.model, state.params
-        accuracy, loss = evaluate(model, params, self.test_x, self.test_y)
+        params = moved(state.params, self.device)   # a copy to the device where the server keeps it on the CPU
+        accuracy, loss = self.evaluate(params, self.test_x, self.test_y)
         scores = {"accuracy": accuracy, "loss": loss}
         clients = self.exp.clients
-        if clients.local_test_x is not None:
-            correct, _ = score(model, params, clients.local_test_x, clients.local_test_y)
+        if self.local_test is not None:
+            local_x, local_y = self.local_test
+            correct, _ = self.score(params, local_x, local_y)
             for d, own in self.exp.strategy.personal_models(state).items():
                 rows = torch.from_numpy(np.flatnonzero(clients.local_test_owner == d))
                 if len(rows):
-                    correct[rows.numpy()] = score(model, own, clients.local_test_x[rows], clients.local_test_y[rows])[0]
+                    rows_here = rows.to(self.device)
+                    correct[rows.numpy()] = self.score(own, local_x[rows_here], local_y[rows_here])[0]
             sizes = clients.local_test_sizes()
             per_device = np.bincount(clients.local_test_owner, weights=correct, minlength=len(sizes))[sizes > 0]
             per_device = per_device / sizes[sizes > 0]

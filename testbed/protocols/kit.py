@@ -34,7 +34,9 @@ from testbed.algorithms.base import Arrival, Params, RoundContext, ServerState, 
 from testbed.checkpoint import Checkpoint
 from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
-from testbed.execution import TrainJob, evaluate
+from testbed.execution import TrainJob
+from testbed.execution.device import moved
+from testbed.execution.placement import Placement
 from testbed.flops import compute_seconds, forward_flops_per_sample
 from testbed.network.contention import Waits, phase_wait
 from testbed.network.linklog import LinkLog
@@ -89,7 +91,8 @@ class Kit(TaskPlanning):
         self.selection = np.random.default_rng(stream(seed, Purpose.SELECTION))   # who is picked
         self.strategy_rng = np.random.default_rng(stream(seed, Purpose.STRATEGY))  # the strategy's own draws
         self._exp, self._on_round, self._on_checkpoint, self._start = exp, on_round, on_checkpoint, start
-        self._params = {n: p.detach().clone() for n, p in exp.model.named_parameters()}
+        self.placement = Placement.of(exp.executor, exp.strategy)   # where the server's tensors live
+        self._params = moved({n: p.detach().clone() for n, p in exp.model.named_parameters()}, self.placement.server)
         self._shapes = {n: p.shape for n, p in self._params.items()}
         server = self.scenario.fleet.profiles[self.scenario.server.profile]
         self._server_flops_per_s = server.peak_flops * server.efficiency
@@ -97,7 +100,7 @@ class Kit(TaskPlanning):
         self._capacity_of: tuple[int | None, np.ndarray | None] = (None, None)
         self._forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self._num_samples = exp.clients.num_samples
-        self._evaluation = Evaluation(exp)
+        self._evaluation = Evaluation(exp, self.placement)
         self._resources = resources or Resources(exp)  # built by the caller where it checks the fleet first
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
@@ -127,8 +130,9 @@ class Kit(TaskPlanning):
         self._resources.restore(start.resources)
         self.selection.bit_generator.state = start.selection
         self.strategy_rng.bit_generator.state = start.strategy_rng
-        return Start(replace(start.state, clients=self._device_state), start.round, True, start.finished,
-                     start.protocol)
+        state = self.placement.to_server(replace(start.state, clients=self._device_state))
+        kept = start.protocol if self.placement.server.type == "cpu" else moved(start.protocol, self.placement.server)
+        return Start(state, start.round, True, start.finished, kept)
 
     # ---- who may take a task ------------------------------------------------------------------------------
     def online(self, t: float) -> np.ndarray:
@@ -206,7 +210,7 @@ class Kit(TaskPlanning):
         def loss(d: int) -> float:
             rows = torch.from_numpy(self._exp.clients.train[d])
             data = self._exp.dataset
-            return evaluate(self._exp.model, state.params, data.train_x[rows], data.train_y[rows])[1]
+            return self._evaluation.evaluate(state.params, data.train_x[rows], data.train_y[rows])[1]
 
         return Probe(t0, plan, loss)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from testbed.schema.common import Strict
 
@@ -47,6 +47,16 @@ class DeviceState(Strict):
 class TrainingDevice(Strict):
     device: Literal["cpu", "cuda"] = "cpu"   # where clients train (testbed/execution/device.py)
     threads: PositiveInt | None = None      # torch threads of the run, wherever it runs (testbed/execution/threads.py)
+    # the GPU's arithmetic (testbed/execution/precision.py): exact float32, or TF32 / bf16 autocast, faster;
+    # left out of resolved scenarios at its default, so that folders written before it still resume
+    precision: Literal["exact", "tf32", "bf16"] = Field("exact", exclude_if=lambda p: p == "exact")
+
+    @model_validator(mode="after")
+    def _fast_needs_gpu(self):
+        if self.precision != "exact" and self.device != "cuda":
+            raise ValueError(f"precision: {self.precision} is a GPU's fast arithmetic; set device: cuda, or "
+                             "precision: exact on the CPU")
+        return self
 
 
 class SerialExecutor(TrainingDevice):

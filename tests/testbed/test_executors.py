@@ -11,7 +11,7 @@ from helpers import write_yaml
 from testbed.algorithms import FedAvg
 from testbed.cli import main
 from testbed.execution import make_loss_fn
-from testbed.execution.device import exact_float32
+from testbed.execution.precision import exact_float32
 from testbed.local import LocalSGD, train_one, train_stacked
 
 CLIENT_SIZES = [23, 10, 7, 31]  # unequal, with partial last batches
