@@ -32,6 +32,7 @@ from testbed.algorithms.moments import MomentAveraging, split_parts
 
 @dataclass(frozen=True)
 class FedLion(MomentAveraging):
+    SERVER_ON_DEVICE = True   # moments averaged like the model: tensor arithmetic wherever it is
     uniform: bool = True
 
     def model_update(self, trained: Params, received: Params) -> Params:
@@ -43,11 +44,13 @@ class FedLion(MomentAveraging):
 
 @dataclass(frozen=True)
 class MFL(MomentAveraging):
+    SERVER_ON_DEVICE = True   # moments averaged like the model: tensor arithmetic wherever it is
     uniform: bool = True
 
 
 @dataclass(frozen=True)
 class FAFED(MomentAveraging):
+    SERVER_ON_DEVICE = True   # moments averaged like the model: tensor arithmetic wherever it is
     uniform: bool = True
     PARTS: ClassVar[tuple[str, ...]] = ("m", "v")
 
@@ -59,6 +62,7 @@ class FAFED(MomentAveraging):
 
 @dataclass(frozen=True)
 class FedDA(MomentAveraging):
+    SERVER_ON_DEVICE = True   # moments averaged like the model: tensor arithmetic wherever it is
     uniform: bool = True
     server_lr: float = 1.0           # eta_g
 

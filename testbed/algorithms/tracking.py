@@ -138,6 +138,7 @@ class FedLADA(MomentAveraging):
         x -= eta (alpha m / (sqrt(vhat) + eps) + (1 - alpha) g_a)
     Server: x += eta_g mean(x_i - x); g_a = (x^t - mean x_i) / (eta K); vbar = mean(vhat_i) (uniform means).
     The blend runs as LocalAdam at lr eta alpha with a constant shift (1 - alpha) g_a / alpha, which is exact."""
+    SERVER_ON_DEVICE = True   # moments averaged like the model: tensor arithmetic wherever it is
 
     alpha: float = 0.9               # the paper tunes it in {0.5, 0.7, 0.9}
     local_lr: float = 0.001          # eta (the client optimizer runs at eta alpha)

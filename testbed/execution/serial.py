@@ -6,6 +6,7 @@ import torch
 
 from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
+from testbed.errors import TestbedError
 from testbed.execution.common import TrainJob, make_loss_fn, starting_point
 from testbed.execution.device import home_of, model_on, moved, training_device
 from testbed.execution.precision import arithmetic
@@ -34,7 +35,11 @@ class SerialExecutor:
 
     def train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         with arithmetic(self.device, self.precision):
-            return self._train(strategy, jobs)
+            try:
+                return self._train(strategy, jobs)
+            except torch.OutOfMemoryError:
+                raise TestbedError(f"executor: a client's training does not fit the memory of {self.device}; use a "
+                                   "smaller model or client.batch_size, or train on the CPU") from None
 
     def _train(self, strategy: Strategy, jobs: list[TrainJob]) -> list[Result]:
         objective = strategy.objective(self.loss_fn)

@@ -1,0 +1,193 @@
+"""Where the server's tensors live (testbed/execution/placement.py), and the GPU paths checked on the CPU:
+a strategy that says SERVER_ON_DEVICE must compute wherever its tensors are (checked with PyTorch's meta device,
+which refuses to mix with CPU tensors as CUDA does), evaluation's device path scores as the CPU's does, a group
+that runs out of memory is split, and executor.precision sets and restores the GPU's flags."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+from helpers import TWO_DEVICES, simulate, tiny_blobs, tiny_scenario
+
+import testbed.data
+from testbed import scenario as sc
+from testbed.algorithms.base import Arrival, ServerState
+from testbed.engine import Engine
+from testbed.execution.common import _score_on_device, score
+from testbed.execution.device import CPU
+from testbed.execution.placement import Placement
+from testbed.execution.precision import arithmetic
+from testbed.errors import TestbedError
+from testbed.schema.algorithms import BUILTIN
+
+META = torch.device("meta")
+
+
+def _meta(params: dict) -> dict:
+    return {n: t.to(META) if isinstance(t, torch.Tensor) else t for n, t in params.items()}
+
+
+def _recorded_round(raw: dict):
+    """(strategy, configure's arguments, aggregate's state, arrivals and failures) of the first round of a run of
+    `raw` on the CPU."""
+    exp = sc.build(sc.validate(raw, "test"))
+    strategy, seen, asked = exp.strategy, [], []
+
+    class Recording(type(strategy)):
+        def configure(self, state, ctx, rng):
+            asked.append((ctx, copy.deepcopy(rng)))
+            return super().configure(state, ctx, rng)
+
+        def aggregate(self, state, round, arrivals, failures):
+            seen.append((state, arrivals, failures))
+            return super().aggregate(state, round, arrivals, failures)
+
+    exp.strategy = copy.copy(strategy)
+    object.__setattr__(exp.strategy, "__class__", Recording)   # a frozen dataclass: the same fields, spied on
+    Engine(exp, lambda record, rows: None).run()
+    return strategy, asked[0], *seen[0]
+
+
+def _on_device_strategies():
+    names = []
+    for name in BUILTIN:
+        try:
+            exp = sc.build(sc.validate(tiny_scenario({"name": name}), "test"))
+        except Exception:   # noqa: BLE001 - an algorithm that needs more of a scenario than the tiny one
+            continue
+        if exp.strategy.SERVER_ON_DEVICE:
+            names.append(name)
+    return names
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    monkeypatch.setitem(testbed.data.DATASETS, "tiny_blobs", tiny_blobs)
+
+
+def test_fedavg_fedopt_and_the_moment_averaging_servers_keep_the_server_on_the_device(tiny):
+    assert {"fedavg", "fedprox", "fedavgm", "fedadam", "fedyogi", "fedadagrad", "fedlion", "mfl", "fafed", "fedda",
+            "fedlada"} <= set(_on_device_strategies())
+
+
+def test_a_server_on_the_device_computes_where_its_tensors_are(tiny):
+    """Every built-in that says SERVER_ON_DEVICE: its aggregation, its configure and broadcast, and its devices'
+    start and finish, given the model on another device (meta), compute there and give tensors there; a CPU tensor
+    mixed in (torch.tensor(weights) without a device, .item(), numpy) raises, as it would on a GPU."""
+    names = _on_device_strategies()
+    assert names
+    for name in names:
+        strategy, (ctx, rng), state, arrivals, failures = _recorded_round(tiny_scenario({"name": name}))
+        on_meta = ServerState(_meta(state.params), {k: _meta(v) for k, v in state.optimizer.items()}, {})
+        tasks = strategy.configure(on_meta, ctx, rng)
+        moved = [Arrival(a.device, a.num_samples, _meta(a.update), a.metrics, a.local_state, a.timeline, a.task)
+                 for a in arrivals]
+        new, _ = strategy.aggregate(on_meta, 2, moved, failures)
+        for what in (new.params, *new.optimizer.values()):
+            assert all(t.device == META for t in what.values()), name
+        sent = strategy.broadcast(new)
+        task = tasks[0]
+        start, opt_state = strategy.start(task, sent)
+        result = strategy.finish(task, start, sent, {"train_loss": 1.0, "train_accuracy": 0.5}, opt_state)
+        assert all(t.device == META for t in result.update.values()), name
+
+
+def test_placement_follows_the_strategy_and_the_executor(tiny):
+    exp = sc.build(sc.validate(tiny_scenario({"name": "fedavg"}), "test"))
+    assert Placement.of(exp.executor, exp.strategy) == Placement(CPU, CPU, "exact")
+
+    class Host(type(exp.strategy)):
+        SERVER_ON_DEVICE = False
+
+    class Gpu:   # what an executor on a GPU says; built without one
+        server_device, precision = torch.device("cuda"), "bf16"
+
+    host = copy.copy(exp.strategy)
+    object.__setattr__(host, "__class__", Host)
+    assert Placement.of(Gpu(), exp.strategy) == Placement(torch.device("cuda"), torch.device("cuda"), "bf16")
+    assert Placement.of(Gpu(), host) == Placement(CPU, torch.device("cuda"), "bf16")
+
+
+def test_evaluation_on_a_device_scores_as_on_the_cpu():
+    """The GPU's evaluation path (large batches, sums on the device, one read), run here on the CPU: the same
+    hits and the same summed loss as the CPU's path, to float tolerance (other batch sizes)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5))
+    params = dict(model.named_parameters())
+    x, y = torch.randn(2345, 3, 4), torch.randint(0, 5, (2345,))
+    correct, loss = score(model, params, x, y)
+    correct_device, loss_device = _score_on_device(model, params, x, y)
+    assert correct_device.dtype == np.bool_ and (correct_device == correct).all()
+    assert loss_device == pytest.approx(loss, rel=1e-6)
+
+
+def test_a_group_that_does_not_fit_is_split_and_trains_the_same(monkeypatch, caplog):
+    """A vmapped group that runs out of memory trains again in halves, and later rounds keep the size that fitted;
+    each job's own seed makes the tables those of the whole group (here: 3 of 4 clients never fit)."""
+    raw = {**copy.deepcopy(TWO_DEVICES), "model": {"name": "logreg"}, "executor": {"kind": "batched"},
+           "fleet": {"groups": [{**TWO_DEVICES["fleet"]["groups"][0], "count": 4}]},
+           "round": {"clients_per_round": 4}, "client": {"lr": 0.05, "batch_size": 50, "local_steps": 2}}
+    whole, _ = simulate(raw)
+    import testbed.execution.batched as batched
+
+    real, sizes = batched.train_stacked, []
+
+    def short_of_memory(objective, params, *rest):
+        sizes.append(len(params))
+        if len(params) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(objective, params, *rest)
+
+    monkeypatch.setattr(batched, "train_stacked", short_of_memory)
+    split, _ = simulate(raw)
+    assert sizes == [4, 2, 2, 2, 2]   # round 1: 4 failed, then halves; round 2 starts at the size that fitted
+    assert [r["train_loss"] for r in split] == [r["train_loss"] for r in whole]
+    assert [r["accuracy"] for r in split] == [r["accuracy"] for r in whole]
+    assert "4 clients did not fit" in caplog.text
+
+
+def test_a_client_that_does_not_fit_alone_is_one_line(monkeypatch):
+    import testbed.execution.batched as batched
+
+    def never(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(batched, "train_stacked", never)
+    monkeypatch.setattr(batched.SerialExecutor, "_train", lambda self, strategy, jobs: never())
+    raw = {**copy.deepcopy(TWO_DEVICES), "model": {"name": "logreg"}, "executor": {"kind": "batched"}}
+    with pytest.raises(TestbedError, match="does not fit the memory of cpu"):
+        simulate(raw)
+
+
+@pytest.mark.parametrize("precision, tf32, matmul", [("exact", False, "highest"), ("tf32", True, "high"),
+                                                     ("bf16", False, "highest")])
+def test_each_precision_sets_the_gpus_flags_and_gives_them_back(precision, tf32, matmul):
+    """torch's flags and autocast's state can be read and set without a GPU, so this runs everywhere."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")   # a user's own choice, given back after
+    try:
+        with arithmetic(torch.device("cuda"), precision):
+            assert torch.get_float32_matmul_precision() == matmul
+            assert torch.backends.cudnn.allow_tf32 == tf32 and torch.backends.cudnn.deterministic
+            assert torch.is_autocast_enabled("cuda") == (precision == "bf16") or not torch.cuda.is_available()
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_fast_arithmetic_off_a_gpu_is_refused_naming_the_field(precision):
+    raw = {**copy.deepcopy(TWO_DEVICES), "executor": {"kind": "serial", "precision": precision}}
+    with pytest.raises(TestbedError) as err:
+        sc.validate(raw, "s.yaml")
+    assert "executor" in str(err.value) and "precision" in str(err.value) and "device: cuda" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_exact_is_left_out_of_a_resolved_scenario_and_a_fast_mode_is_written():
+    from testbed.runlog import resolved
+
+    plain = sc.validate(copy.deepcopy(TWO_DEVICES), "s.yaml")
+    assert "precision" not in resolved(plain)
+    raw = {**copy.deepcopy(TWO_DEVICES), "executor": {"kind": "serial", "device": "cuda", "precision": "bf16"}}
+    assert "precision: bf16" in resolved(sc.validate(raw, "s.yaml"))
