@@ -68,6 +68,12 @@ Deviations from the code, each a known fault or a choice the testbed forces:
   or, if it never reported one, the mean of the explored candidates' (FedScale gives such stragglers the round's
   mean); a straggler's report does not feed the pacer. Clipping and rescaling use the explored candidates'
   utilities (FedScale mixes in the never-tried clients' data sizes).
+- The pacer moves T one round later than FedScale's code (thirdparty/oort/oort.py): FedScale judges while it
+  selects round 2 x pacer_step, 3 x pacer_step, ... from the rounds before it (its history's first entry is an
+  empty round 0, so its windows are rounds 0-19 and 20-39); here observe counts the aggregations and the next
+  selection judges whole windows of them (rounds 1-20 and 21-40), so T moves for round 41 where FedScale's moves
+  for round 40. Kept rather than aligned: the committed studies' tables were made with it, and a one-round shift
+  every 20 rounds is within what their seeds resolve.
 - FedScale takes the exploitation cut-off at rank exploited + 1, which fails where every explored client is
   exploited: the last rank stands in there.
 - Asynchronous dispatch (protocol.kind: async): the round is the dispatch number (history.last_selected counts
