@@ -191,3 +191,68 @@ def test_exact_is_left_out_of_a_resolved_scenario_and_a_fast_mode_is_written():
     assert "precision" not in resolved(plain)
     raw = {**copy.deepcopy(TWO_DEVICES), "executor": {"kind": "serial", "device": "cuda", "precision": "bf16"}}
     assert "precision: bf16" in resolved(sc.validate(raw, "s.yaml"))
+
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _devices_seen(raw: dict) -> set[str]:
+    """The devices of the model and of the arrivals that the strategy's aggregate was given, over a run."""
+    exp = sc.build(sc.validate(raw, "test"))
+    seen = set()
+
+    class Spy(type(exp.strategy)):
+        def aggregate(self, state, round, arrivals, failures):
+            seen.update(t.device.type for t in state.params.values())
+            seen.update(t.device.type for a in arrivals for t in a.update.values())
+            return super().aggregate(state, round, arrivals, failures)
+
+    object.__setattr__(exp.strategy, "__class__", Spy)
+    Engine(exp, lambda record, rows: None).run()
+    return seen
+
+
+@GPU
+@pytest.mark.parametrize("kind", ["serial", "batched"])
+def test_on_a_gpu_the_server_of_fedavg_stays_there_and_a_host_strategy_stays_on_the_cpu(kind):
+    raw = {**copy.deepcopy(TWO_DEVICES), "executor": {"kind": kind, "device": "cuda"}}
+    assert _devices_seen(raw) == {"cuda"}
+    raw["algorithm"] = {"name": "fedlps"}   # reads its tensors on the host: not SERVER_ON_DEVICE
+    assert _devices_seen(raw) == {"cpu"}
+
+
+@GPU
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_fast_arithmetic_on_a_gpu_follows_exact_and_keeps_the_clock(precision):
+    exact, exact_events = simulate({**copy.deepcopy(TWO_DEVICES), "executor": {"kind": "batched", "device": "cuda"}})
+    fast, fast_events = simulate({**copy.deepcopy(TWO_DEVICES),
+                                  "executor": {"kind": "batched", "device": "cuda", "precision": precision}})
+    assert fast_events == exact_events   # the clock counts FLOPs and bytes, not the arithmetic
+    assert [r["t_end_s"] for r in fast] == [r["t_end_s"] for r in exact]
+    np.testing.assert_allclose([r["accuracy"] for r in fast], [r["accuracy"] for r in exact], atol=0.05)
+
+
+@GPU
+@pytest.mark.parametrize("algorithm", ["fedadam", "fedbuff_fedavg"])
+def test_a_run_on_a_gpu_resumes_from_its_checkpoint_to_the_unbroken_runs_rounds(tmp_path, algorithm):
+    """The checkpoint holds the server's GPU tensors (and, asynchronous, the models in flight); it reads back onto
+    the CPU and the run moves them back to the GPU, ending where a run never stopped ends."""
+    from testbed import checkpoint
+
+    raw = {**copy.deepcopy(TWO_DEVICES), "executor": {"kind": "serial", "device": "cuda"},
+           "stop": {"max_rounds": 4}, "checkpoint": {"every_rounds": 2}, "algorithm": {"name": "fedadam"}}
+    if algorithm == "fedbuff_fedavg":
+        raw |= {"algorithm": {"name": "fedavg"}, "protocol": {"kind": "async", "concurrency": 2, "buffer_size": 1}}
+    unbroken, rounds = [], []
+
+    def save(kept):   # as the run folder does: written when it is taken
+        rounds.append(kept.round)
+        (tmp_path / str(kept.round)).mkdir()
+        checkpoint.save(tmp_path / str(kept.round), kept)
+
+    Engine(sc.build(sc.validate(raw, "s.yaml")), lambda record, rows: unbroken.append(record), save).run()
+    start = checkpoint.load(tmp_path / str(rounds[0]), "")   # the first, as --resume would find it
+    assert all(t.device.type == "cpu" for t in start.state.params.values())
+    resumed = []
+    Engine(sc.build(sc.validate(raw, "s.yaml")), lambda record, rows: resumed.append(record), start=start).run()
+    assert [r["accuracy"] for r in resumed] == [r["accuracy"] for r in unbroken[start.round:]]
