@@ -65,11 +65,28 @@ class LocalSGD(LocalSchedule):
         return {f"m:{n}": torch.zeros_like(p) for n, p in params.items()} if self.momentum else {}
 
     def step(self, params: Params, grads: Params, state: Params) -> tuple[Params, Params]:
+        if next(iter(params.values())).is_cuda:
+            return self._step_foreach(params, grads, state)
         new, buffers = {}, {}
         for n, p in params.items():
             new[n], buffers[f"m:{n}"] = rules.sgd(p, grads[n], state.get(f"m:{n}"), self.lr, self.momentum,
                                                   self.weight_decay)
         return new, (buffers if self.momentum else {})
+
+    def _step_foreach(self, params: Params, grads: Params, state: Params) -> tuple[Params, Params]:
+        """rules.sgd on every tensor at once with torch's foreach kernels, as torch.optim.SGD does on a GPU: a
+        few launches a step instead of two to four a tensor, which on a GPU cost more than a small model's
+        arithmetic. The same rule; the last bit may differ (a fused multiply-add), so the CPU keeps the loop above
+        and its tables."""
+        names = list(params)
+        p, g = [params[n] for n in names], [grads[n] for n in names]
+        if self.weight_decay:
+            g = torch._foreach_add(g, p, alpha=self.weight_decay)
+        buffers = {}
+        if self.momentum:
+            g = torch._foreach_add(torch._foreach_mul([state[f"m:{n}"] for n in names], self.momentum), g)
+            buffers = {f"m:{n}": b for n, b in zip(names, g)}
+        return dict(zip(names, torch._foreach_add(p, g, alpha=-self.lr))), buffers
 
 
 @dataclass(frozen=True)

@@ -256,3 +256,29 @@ def test_a_run_on_a_gpu_resumes_from_its_checkpoint_to_the_unbroken_runs_rounds(
     resumed = []
     Engine(sc.build(sc.validate(raw, "s.yaml")), lambda record, rows: resumed.append(record), start=start).run()
     assert [r["accuracy"] for r in resumed] == [r["accuracy"] for r in unbroken[start.round:]]
+
+
+@pytest.mark.parametrize("momentum, weight_decay", [(0.0, 0.0), (0.9, 0.0), (0.5, 1e-3)])
+def test_sgds_foreach_step_for_a_gpu_is_the_rule_of_the_loop(momentum, weight_decay):
+    """The GPU's fused SGD step (torch's foreach kernels), run here on CPU tensors: the per-tensor rule's numbers
+    to float32 rounding, for plain, momentum and weight-decay SGD, and torch.optim.SGD's."""
+    from testbed.local import LocalSGD
+
+    torch.manual_seed(0)
+    sgd = LocalSGD(lr=0.1, momentum=momentum, weight_decay=weight_decay)
+    params = {"w": torch.randn(5, 3), "b": torch.randn(3)}
+    state = sgd.init(params)
+    fused_params, fused_state = dict(params), dict(state)
+    reference = [p.clone().requires_grad_() for p in params.values()]
+    optimizer = torch.optim.SGD(reference, lr=0.1, momentum=momentum, weight_decay=weight_decay)
+    for _ in range(3):
+        grads = {"w": torch.randn(5, 3), "b": torch.randn(3)}
+        params, state = sgd.step(params, grads, state)
+        fused_params, fused_state = sgd._step_foreach(fused_params, grads, fused_state)
+        for p, g in zip(reference, grads.values()):
+            p.grad = g
+        optimizer.step()
+    for name, ref in zip(params, reference):
+        torch.testing.assert_close(fused_params[name], params[name])
+        torch.testing.assert_close(fused_params[name], ref.detach())
+    assert fused_state.keys() == state.keys()
