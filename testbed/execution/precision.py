@@ -36,7 +36,10 @@ def arithmetic(device: torch.device, precision: str = "exact") -> Iterator[None]
         return
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(MATMUL[precision])
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
+    # no cast cache: it keeps a bfloat16 copy of each leaf parameter for the whole block (a round's training), a
+    # stale copy of a parameter updated in place, and one more copy a step of the new tensors local.py makes
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False) if precision == "bf16" \
+        else nullcontext()
     try:
         with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True,
                                         allow_tf32=precision == "tf32"), autocast:
