@@ -235,6 +235,12 @@ def main(argv=None) -> int:
         report.compare(row, bench.rows)
         bench.rows.append(row)
         out.emit(row)
+    with torch_threads(args.threads):  # again: on a shared machine a burst of load elsewhere spoils one measure
+        again, size = matmul_peak(device)
+    if again > out.peak:
+        out.emit({"kind": "peak", "device": args.device, "float32_flops": again, "matrix": size, "again": True})
+        report.rescale(bench.rows, out.peak, again)
+        out.peak = again
     out.finish(bench.rows, args)
     return 0
 

@@ -50,6 +50,14 @@ def metrics(timed, exp, flops_per_image: float, peak: float) -> dict:
                   "peak_fraction": flops / train / peak, "peak_fraction_round": flops / per_round / peak}
 
 
+def rescale(rows: list[dict], peak: float, new_peak: float) -> None:
+    """The rows' fractions of the peak against `new_peak` (measured higher at the end) instead of `peak`."""
+    for row in rows:
+        for key in ("peak_fraction", "peak_fraction_round"):
+            if key in row:
+                row[key] *= peak / new_peak
+
+
 def _same(a: dict, b: dict) -> bool:
     return all(a.get(k) == b.get(k) for k in ("workload", "precision", "device", "scale"))
 
@@ -87,7 +95,9 @@ def describe(row: dict) -> str:
     if kind == "machine":
         return f"gpu.py on {row['machine']}; GPU {row['gpu']}; {row['date']}; load average {row['load_average']:.2f}"
     if kind == "peak":
-        return f"float32 torch.mm peak on {row['device']}: {row['float32_flops'] / 1e12:.2f} TFLOP/s ({row['matrix']})"
+        again = " measured again (the table uses it)" if row.get("again") else ""
+        return (f"float32 torch.mm peak on {row['device']}{again}: {row['float32_flops'] / 1e12:.2f} TFLOP/s "
+                f"({row['matrix']})")
     if kind != "run":
         return row.get("note", json.dumps(row))
     head = f"{row['workload']} {row['precision']} {row['run']}:"
