@@ -20,9 +20,11 @@ FLOP/s: counted FLOPs (fvcore forward multiply-adds x 3 x 2 a sample) over the s
 executor's train(), or the bare loop's SGD and averaging), as a fraction of torch.mm's float32 peak on the device;
 'of peak (round)' divides by the whole round instead (evaluation included, its FLOPs not counted).
 
---budget-s: each run gets a share of what is left and stops after the round where its share is spent (at least
-2 rounds kept); a run whose 2 rounds would not fit, from the workload's earlier runs, is skipped. Each result is a
-JSON line in OUT/gpu.jsonl, flushed when it comes; the table is printed and written to OUT/gpu.md at the end.
+--budget-s counts from the start (the peak, writing and loading the data included). With N runs to go, a run
+gets 1/N of what is left: it stops after the first round past that which gives it 2 rounds, an alarm cuts it
+wherever it is at 2/N (a round that alone outlasts it reads "slower than that a round"), and a run whose 2 rounds
+would not fit, by the workload's earlier runs, is skipped. Each result is a JSON line in OUT/gpu.jsonl, flushed
+when it comes; the table and the issue's targets are printed and written to OUT/gpu.md at the end.
 --cpu-cores adds W-CIFAR on the CPU (at --cpu-scale of the images): threads 1, threads = all cores, and
 executor.workers = all cores at 1 thread each (skipped while the testbed does not accept it), tables compared.
 
