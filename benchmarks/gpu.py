@@ -85,7 +85,8 @@ def parse(argv):
     parser.add_argument("--scale", type=float, default=1.0, help="of the CIFAR images (50,000 + 10,000); W1 keeps its")
     parser.add_argument("--threads", type=int, default=None, help="torch threads of every run (executor.threads)")
     parser.add_argument("--eval-batch", type=int, default=None, help="the bare loop's (1000 on cuda, 100 on cpu)")
-    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE for every testbed run")
+    parser.add_argument("--set", action="append", default=[],
+                        help="KEY=VALUE for every testbed run (executor.* only where --modes all take it)")
     parser.add_argument("--cpu-cores", action="store_true", help="W-CIFAR on the CPU: 1 thread vs all cores")
     parser.add_argument("--cpu-scale", type=float, default=0.1, help="of the CIFAR images for --cpu-cores")
     parser.add_argument("--workers", default=None, help="executor.workers of the --cpu-cores row (all cores)")
@@ -143,8 +144,9 @@ class Bench:
         """The workload's data, initial weights, partition and planned selection (built once)."""
         key = (spec["workload"], spec["scale"])
         if key not in self.refs:
+            sets = [s for s in self.args.set if not s.startswith("executor.")]  # another executor's options
             raw = scenario_dict(spec["workload"], Path(self.args.data), spec["scale"], self.args.rounds,
-                                {"kind": "serial", "device": "cpu"}, self.args.set)
+                                {"kind": "serial", "device": "cpu"}, sets)
             exp, why = build(raw)
             if exp is None:
                 raise RuntimeError(f"the workload does not build: {why}")
@@ -228,12 +230,16 @@ def main(argv=None) -> int:
     out.emit({"kind": "note", "note": f"first torch.func call: {warm_up_torch_func():.2f} s (not timed)"})
     bench = Bench(args, out, began)
     runs = plan(args)
+    out.emit({"kind": "note", "note": f"{len(runs)} runs planned, in this order: "
+              + ", ".join(f"{r['workload']} {r['precision']} {r['run']}" for r in runs)})
     for i, spec in enumerate(runs):
         try:
             row = bench.run(spec, len(runs) - i)
         except Exception as err:  # noqa: BLE001 - one failing run (out of memory, say) must not lose the others
             row = {k: v for k, v in spec.items() if k != "executor"} | {
                 "kind": "run", "status": "error", "note": f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"}
+        if row["status"] == "error" and device.type == "cuda":
+            torch.cuda.empty_cache()  # what the failed run held (its traceback is gone), for the runs after it
         report.compare(row, bench.rows)
         bench.rows.append(row)
         out.emit(row)
