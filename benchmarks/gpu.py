@@ -18,7 +18,8 @@ Marginal seconds a round: (T(R) - T(1)) / (R - 1) within one run of R rounds (ro
 allocations, the FLOP count). Images a second: images trained a round (samples x epochs) over that. Training
 FLOP/s: counted FLOPs (fvcore forward multiply-adds x 3 x 2 a sample) over the seconds in training (the
 executor's train(), or the bare loop's SGD and averaging), as a fraction of torch.mm's float32 peak on the device;
-'of peak (round)' divides by the whole round instead (evaluation included, its FLOPs not counted).
+'of peak (round)' divides by the whole round instead (evaluation included, its FLOPs not counted). The peak is
+float32's on --threads torch threads (default 1), so bf16 and the CPU-core rows on more threads may read over 100%.
 
 --budget-s counts from the start (the peak, writing and loading the data included). With N runs to go, a run
 gets 1/N of what is left: it stops after the first round past that which gives it 2 rounds, an alarm cuts it

@@ -62,7 +62,7 @@ def build(raw: dict):
 
 class _Stopwatch:
     """Delegates to the executor and records the seconds of each train() call; on a GPU it waits for the
-    device first, so that work queued by train() counts where it was asked for."""
+    device before it stops the clock, so that the work train() queued counts in train()."""
 
     def __init__(self, inner, device: torch.device):
         self.inner, self.device, self.calls = inner, device, []
