@@ -8,7 +8,7 @@ of the testbed in it but the seed rule and, for exact precision, the testbed's o
 sides compute the same arithmetic.
 
 Precision modes (what a hand-written loop would switch on):
-  exact  testbed.execution.device.exact_float32: IEEE float32, deterministic cuDNN, no TF32
+  exact  testbed.execution.precision.exact_float32: IEEE float32, deterministic cuDNN, no TF32
   tf32   cuDNN and matrix products in TF32, cuDNN benchmarking (autotuned kernels, not deterministic)
   bf16   tf32's flags plus torch.autocast(bfloat16) around each forward pass, in training and evaluation
 """
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from plain_cnn import shuffling_rng
-from testbed.execution.device import exact_float32
+from testbed.execution.precision import exact_float32
 
 PRECISIONS = ("exact", "tf32", "bf16")
 

@@ -24,6 +24,8 @@ import torch
 from testbed.algorithms.base import ServerState, Strategy
 from testbed.execution.device import CPU, moved
 
+IN_PROCESS = ("serial", "batched")   # executors that train in the run's own process, on executor.device
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -33,8 +35,9 @@ class Placement:
 
     @classmethod
     def of(cls, executor: Any, strategy: Strategy) -> Placement:
-        """The placement of a run with this executor and strategy (the module's docstring)."""
-        device = executor.server_device
+        """The placement of a run with the scenario's `executor` section and this strategy (the module's
+        docstring)."""
+        device = torch.device(executor.device) if executor.kind in IN_PROCESS else CPU
         return cls(device if strategy.SERVER_ON_DEVICE else CPU, device, executor.precision)
 
     def to_server(self, state: ServerState) -> ServerState:

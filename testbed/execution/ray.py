@@ -14,7 +14,6 @@ from testbed.algorithms.base import Result, Strategy
 from testbed.errors import TestbedError
 from testbed.execution.batched import BatchedExecutor
 from testbed.execution.common import TrainJob
-from testbed.execution.device import CPU
 from testbed.execution.threads import DEFAULT_THREADS
 
 
@@ -46,8 +45,6 @@ def start_ray(address: str | None, num_cpus: int | None, needed_by: str):
 class RayExecutor:
     def __init__(self, model: torch.nn.Module, dataset, workers: int = 2, address: str | None = None,
                  device: str = "cpu", threads: int | None = None, precision: str = "exact"):
-        self.precision = precision
-        self.server_device = CPU   # the workers are other processes: what crosses to them goes through the host
         ray, self.started_ray = start_ray(address, workers, "executor.kind: ray")
         self.ray = ray
         gpus = 0

@@ -20,11 +20,6 @@ class SerialExecutor:
         self.loss_fn = make_loss_fn(model_on(model, self.device))
         self.train_x, self.train_y = moved((dataset.train_x, dataset.train_y), self.device)
 
-    @property
-    def server_device(self) -> torch.device:
-        """Where the run's server may keep its tensors beside this executor: its own device (one process)."""
-        return self.device
-
     def data(self, job: TrainJob) -> tuple[torch.Tensor, torch.Tensor]:
         index = torch.from_numpy(job.indices).to(self.device)
         return self.train_x[index], self.train_y[index]

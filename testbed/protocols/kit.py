@@ -91,7 +91,7 @@ class Kit(TaskPlanning):
         self.selection = np.random.default_rng(stream(seed, Purpose.SELECTION))   # who is picked
         self.strategy_rng = np.random.default_rng(stream(seed, Purpose.STRATEGY))  # the strategy's own draws
         self._exp, self._on_round, self._on_checkpoint, self._start = exp, on_round, on_checkpoint, start
-        self.placement = Placement.of(exp.executor, exp.strategy)   # where the server's tensors live
+        self.placement = Placement.of(self.scenario.executor, exp.strategy)   # where the server's tensors live
         self._params = moved({n: p.detach().clone() for n, p in exp.model.named_parameters()}, self.placement.server)
         self._shapes = {n: p.shape for n, p in self._params.items()}
         server = self.scenario.fleet.profiles[self.scenario.server.profile]

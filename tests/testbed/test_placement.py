@@ -93,19 +93,27 @@ def test_a_server_on_the_device_computes_where_its_tensors_are(tiny):
 
 
 def test_placement_follows_the_strategy_and_the_executor(tiny):
+    """The executor section's device for an in-process executor (serial, batched), the CPU for Ray's workers;
+    the server there where the strategy says SERVER_ON_DEVICE. Executor sections are written as validated, no GPU
+    needed (model_construct skips the check that torch sees one)."""
+    from testbed.schema.run import BatchedExecutor, RayExecutor
+
     exp = sc.build(sc.validate(tiny_scenario({"name": "fedavg"}), "test"))
-    assert Placement.of(exp.executor, exp.strategy) == Placement(CPU, CPU, "exact")
+    assert Placement.of(exp.scenario.executor, exp.strategy) == Placement(CPU, CPU, "exact")
 
     class Host(type(exp.strategy)):
         SERVER_ON_DEVICE = False
 
-    class Gpu:   # what an executor on a GPU says; built without one
-        server_device, precision = torch.device("cuda"), "bf16"
-
     host = copy.copy(exp.strategy)
     object.__setattr__(host, "__class__", Host)
-    assert Placement.of(Gpu(), exp.strategy) == Placement(torch.device("cuda"), torch.device("cuda"), "bf16")
-    assert Placement.of(Gpu(), host) == Placement(CPU, torch.device("cuda"), "bf16")
+    gpu = BatchedExecutor.model_construct(kind="batched", device="cuda", precision="bf16", threads=None,
+                                          max_clients=None)
+    cuda = torch.device("cuda")
+    assert Placement.of(gpu, exp.strategy) == Placement(cuda, cuda, "bf16")
+    assert Placement.of(gpu, host) == Placement(CPU, cuda, "bf16")
+    ray = RayExecutor.model_construct(kind="ray", device="cuda", precision="exact", threads=None, workers=2,
+                                      address=None)
+    assert Placement.of(ray, exp.strategy) == Placement(CPU, CPU, "exact")
 
 
 def test_evaluation_on_a_device_scores_as_on_the_cpu():
