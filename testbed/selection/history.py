@@ -74,22 +74,54 @@ class History:
         """The server listed who is online at `now` ((n,) bool)."""
         self.checks += 1
         self.seen_online += online
-        self.online_since_s = np.where(online, np.where(np.isnan(self.online_since_s), now, self.online_since_s),
-                                       math.nan)
+        # in place, as record updates the other arrays, and writing only the devices whose streak starts or ends
+        # (two nested np.where over (n,) were ~2 ms of a round at 100,000 devices)
+        since = self.online_since_s
+        unseen = np.isnan(since)
+        np.copyto(since, now, where=online & unseen)
+        np.copyto(since, math.nan, where=~(online | unseen))
 
     def record(self, outcomes: list[Outcome]) -> None:
         """Tasks that ended."""
+        unknown = [o.outcome for o in outcomes if o.outcome not in OUTCOMES]
+        if unknown:
+            raise ValueError(f"unknown outcome {unknown[0]!r}; one of {', '.join(OUTCOMES)}")
+        if len({o.device for o in outcomes}) < len(outcomes):   # a device twice: in order, one at a time
+            for o in outcomes:
+                self._record_one(o)
+            return
+        # distinct devices (a round's tasks): _record_one's element-wise updates, one numpy call a column instead
+        # of a few scalar ones a task (1,000 tasks a round: ~1 ms of the engine's round at 100,000 devices)
+        received, took, dropped, reported, losses, squares, rounds = [], [], [], [], [], [], []
         for o in outcomes:
-            if o.outcome not in OUTCOMES:
-                raise ValueError(f"unknown outcome {o.outcome!r}; one of {', '.join(OUTCOMES)}")
-            d = o.device
             if o.outcome in RECEIVED:
-                self.arrived[d] += 1
-                self.duration_s[d] = o.ended_s - o.dispatched_s
-                self.duration_sum_s[d] += o.ended_s - o.dispatched_s
+                received.append(o.device)
+                took.append(o.ended_s - o.dispatched_s)
             elif o.outcome == "dropped":
-                self.dropped[d] += 1
+                dropped.append(o.device)
             if "train_loss" in o.metrics:
-                self.loss[d] = o.metrics["train_loss"]
-                self.loss_sq[d] = o.metrics.get("train_loss_sq", o.metrics["train_loss"])
-                self.loss_round[d] = o.round
+                reported.append(o.device)
+                losses.append(o.metrics["train_loss"])
+                squares.append(o.metrics.get("train_loss_sq", o.metrics["train_loss"]))
+                rounds.append(o.round)
+        received, dropped, reported = (np.array(d, dtype=np.int64) for d in (received, dropped, reported))
+        self.arrived[received] += 1
+        self.duration_s[received] = took
+        self.duration_sum_s[received] += took
+        self.dropped[dropped] += 1
+        self.loss[reported] = losses
+        self.loss_sq[reported] = squares
+        self.loss_round[reported] = rounds
+
+    def _record_one(self, o: Outcome) -> None:
+        d = o.device
+        if o.outcome in RECEIVED:
+            self.arrived[d] += 1
+            self.duration_s[d] = o.ended_s - o.dispatched_s
+            self.duration_sum_s[d] += o.ended_s - o.dispatched_s
+        elif o.outcome == "dropped":
+            self.dropped[d] += 1
+        if "train_loss" in o.metrics:
+            self.loss[d] = o.metrics["train_loss"]
+            self.loss_sq[d] = o.metrics.get("train_loss_sq", o.metrics["train_loss"])
+            self.loss_round[d] = o.round
