@@ -166,15 +166,15 @@ def outcomes(r: int, t0: float, planned: dict, play: RoundPlay, metrics: dict[in
     """How each task of round r, dispatched at t0, ended as the server saw it (selection/history.py): used,
     surplus (arrived at the close beyond the K-th), cut (under way at the close) or dropped; with the training
     report of those the server trained."""
-    seen = []
-    for d, p in sorted(planned.items()):
-        why = play.cut.get(d)
+    seen, cut, t_end = [], play.cut, play.t_end
+    for d in sorted(planned):
+        plan, why = planned[d].plan, cut.get(d)
         if why is None:
-            outcome, end = "arrived", p.plan.end_s
-        elif why == "dropped" or (p.plan.outcome == "arrived" and p.plan.end_s <= play.t_end):
-            outcome, end = ("dropped" if why == "dropped" else "surplus"), p.plan.end_s
+            outcome, end = "arrived", plan.end_s
+        elif why == "dropped" or (plan.outcome == "arrived" and plan.end_s <= t_end):
+            outcome, end = ("dropped" if why == "dropped" else "surplus"), plan.end_s
         else:
-            outcome, end = "cut", play.t_end
+            outcome, end = "cut", t_end
         seen.append(Outcome(d, r, outcome, t0, end, metrics.get(d, {})))
     return seen
 
