@@ -27,7 +27,7 @@ class ClientData:
 
     @property
     def num_samples(self) -> np.ndarray:
-        return np.array([len(p) for p in self.train])
+        return np.fromiter(map(len, self.train), np.int64, len(self.train))
 
     def local_test_sizes(self) -> np.ndarray:
         if self.local_test_owner is None:

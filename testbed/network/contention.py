@@ -21,6 +21,7 @@ timelines are replaced from t on.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,8 +51,15 @@ class SharedTimeline(Timeline):
 
 
 def moved_by(profile: Profile, t: float) -> float:
+    """Bytes moved by t: np.interp over the breakpoints around t alone (the same arithmetic on the same two
+    points), as a profile grows by a few breakpoints at every dispatch that carries its flow."""
     times, moved = profile
-    return float(np.interp(t, times, moved, left=0.0)) if times else 0.0
+    j = bisect_right(times, t)   # times are non-decreasing
+    if j == 0:
+        return 0.0
+    if j == len(times):
+        return float(moved[-1])
+    return float(np.interp(t, times[j - 1:j + 1], moved[j - 1:j + 1]))
 
 
 @dataclass(frozen=True)
@@ -70,12 +78,12 @@ class Usage:
     rows: list[tuple[str, int, float, float, float]]
 
     def add(self, direction: str, flows) -> None:
-        """The links' loads of a solve of this direction's flows, between its events."""
-        for k in range(len(flows.event_s)):
-            end = flows.event_s[k + 1] if k + 1 < len(flows.event_s) else math.inf
-            for link in np.flatnonzero(flows.load_Bps[k] > 0).tolist():
-                self.rows.append((direction, link, float(flows.event_s[k]), float(end),
-                                  float(flows.load_Bps[k, link])))
+        """The links' loads of a solve of this direction's flows, between its events: event by event, each loaded
+        link in index order."""
+        event, link = np.nonzero(flows.load_Bps > 0)   # row-major: by event, then link
+        ends = np.append(flows.event_s[1:], math.inf)
+        self.rows += zip([direction] * len(event), link.tolist(), flows.event_s[event].tolist(), ends[event].tolist(),
+                         flows.load_Bps[event, link].tolist())
 
 
 def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
@@ -134,8 +142,8 @@ class _State:
             return
         moved = moved_by(profile, t)
         times, amounts = profile
-        kept = [i for i, when in enumerate(times) if when < t]
-        self.profile[direction] = (tuple(times[i] for i in kept) + (t,), tuple(amounts[i] for i in kept) + (moved,))
+        kept = bisect_left(times, t)   # the breakpoints before t (times are non-decreasing)
+        self.profile[direction] = (times[:kept] + (t,), amounts[:kept] + (moved,))
         self.flow[direction] = (t, float(nbytes) - moved)
 
     def compute_done(self) -> None:

@@ -19,13 +19,14 @@ class LinkLog:
         """A solve from t: what was pending from t on, on the links its transfers cross, is replaced by its rows
         (a link it does not touch, another edge server's cell, keeps its own)."""
         topo = self.topology
-        touched = {(direction, topo.link_name(link)) for direction, link, _, _, _ in usage.rows}
+        names, capacity = topo.link_names, {d: c.tolist() for d, c in topo.capacity.items()}
+        touched = {(direction, names[link]) for direction, link in {row[:2] for row in usage.rows}}
         kept = [row if row["t_end_s"] <= t or (row["direction"], row["link"]) not in touched
                 else row | {"t_end_s": t} for row in self.pending
                 if row["t_start_s"] < t or (row["direction"], row["link"]) not in touched]
         self.pending = kept + [
-            {"link": topo.link_name(link), "direction": direction,
-             "capacity_Bps": float(topo.capacity[direction][link]), "t_start_s": start, "t_end_s": end, "Bps": bps}
+            {"link": names[link], "direction": direction, "capacity_Bps": capacity[direction][link],
+             "t_start_s": start, "t_end_s": end, "Bps": bps}
             for direction, link, start, end, bps in usage.rows]
 
     def until(self, t_end: float, r: int, keep_rest: bool) -> list[dict]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -53,9 +54,13 @@ class Topology:
         return 2 * len(self.names)
 
     def link_name(self, link: int) -> str:
-        cells = len(self.names)
-        return "server" if link == self.server else self.names[link] if link < cells else \
-            f"{self.names[link - cells]}.backhaul"
+        return self.link_names[link]
+
+    @cached_property
+    def link_names(self) -> tuple[str, ...]:
+        """Every link's name, by index: its cell's, the cell's backhaul's, or "server" (links.csv names rows by
+        them, a few thousand rows a dispatch at 100 cells)."""
+        return self.names + tuple(f"{name}.backhaul" for name in self.names) + ("server",)
 
     def links(self, devices: np.ndarray, direction: str, server: bool = True) -> np.ndarray:
         """(k, 3) the links these devices' transfers of `direction` cross, padded with -1: their cells', and with

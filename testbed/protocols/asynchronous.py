@@ -257,8 +257,9 @@ class AsyncServer:
             models = self.received.setdefault(self.version, {})
             ending: dict[float, list[InFlight]] = {}  # by the instant they end
             for d in carried or ():   # planned again: a new end, and the old one's callback finds it replaced
-                flight = self.in_flight[d] = replace(self.in_flight[d], timeline=planned[d].timeline,
-                                                     plan=planned[d].plan)
+                f, again = self.in_flight[d], planned[d]   # built, not replace()d: a hundred a dispatch
+                flight = self.in_flight[d] = InFlight(f.task, again.timeline, again.plan, f.version, f.number,
+                                                      f.battery_cut)
                 ending.setdefault(flight.plan.end_s, []).append(flight)
             for task in tasks:
                 p = planned[task.device]

@@ -215,7 +215,7 @@ def edge_round(kit: Kit, state: ServerState, members: np.ndarray, others: np.nda
     kit.drain(phases)
     received = kit.deliver(state, {tasks[d].down for d in play.kept})
     arrivals = kit.train([(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.kept)])
-    kit.ended(g, clock.t, outcomes(g, t0, planned, play, {a.device: a.metrics for a in arrivals}))
+    kit.round_ended(g, clock.t, t0, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
     return EdgeRound(g, tasks, planned, play, phases, arrivals)
 
 

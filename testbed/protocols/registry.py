@@ -16,9 +16,12 @@ def declared(fleet, scenario, shapes: dict, forward_flops: int, num_samples: np.
     client = LocalSGD(**scenario.client.model_dump())
     flops_per_s = fleet.peak_flops * fleet.efficiency
     bytes_down, bytes_up = (CODECS[c].nbytes(shapes) for c in (scenario.codec.down, scenario.codec.up))
-    sizes, each = np.unique(num_samples, return_inverse=True)  # devices of a size share their FLOPs
-    flops = np.array([training_flops(forward_flops, client.samples_processed(int(n))) for n in sizes],
-                     dtype=np.float64)[each]
+    # devices of a size share their FLOPs; the sizes found by counting, not sorting (an argsort of 100,000 sizes
+    # was most of the kit's construction)
+    sizes = np.flatnonzero(np.bincount(num_samples))
+    flops_of = np.zeros(sizes[-1] + 1 if len(sizes) else 0)
+    flops_of[sizes] = [training_flops(forward_flops, client.samples_processed(int(n))) for n in sizes]
+    flops = flops_of[num_samples]
     task_s = 2 * fleet.latency_s + bytes_down / fleet.down_Bps + flops / flops_per_s + bytes_up / fleet.up_Bps
     return Registry(flops_per_s, fleet.down_Bps, fleet.up_Bps, fleet.latency_s, num_samples, task_s,
                     bytes_down=float(bytes_down), bytes_up=float(bytes_up), train_flops=flops)

@@ -32,7 +32,6 @@ from testbed.algorithms.base import Failure
 from testbed.clock import Phase, TaskPlan
 from testbed.protocols.kit import Kit
 from testbed.resources import idle_phase
-from testbed.selection import Outcome
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
         arrivals = kit.train(work)
         state, metrics = kit.strategy.aggregate(state, r, arrivals,
                                                 [Failure(d, why) for d, why in sorted(play.cut.items())])
-        kit.ended(r, env.now, outcomes(r, t_dispatch, planned, play, {a.device: a.metrics for a in arrivals}))
+        kit.round_ended(r, env.now, t_dispatch, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
         server_flops = int(metrics.pop("server_flops", 0))
         server_rows = yield from kit.server_work(env, r, server_flops)
         depleted = sum(p.battery_cut and play.cut.get(d) == "dropped" for d, p in planned.items())
@@ -162,21 +161,22 @@ def usable_devices(kit: Kit, env: simpy.Environment):
         yield env.timeout(wake - env.now)
 
 
-def outcomes(r: int, t0: float, planned: dict, play: RoundPlay, metrics: dict[int, dict]) -> list[Outcome]:
-    """How each task of round r, dispatched at t0, ended as the server saw it (selection/history.py): used,
-    surplus (arrived at the close beyond the K-th), cut (under way at the close) or dropped; with the training
-    report of those the server trained."""
-    seen = []
-    for d, p in sorted(planned.items()):
-        why = play.cut.get(d)
+def outcomes(planned: dict, play: RoundPlay) -> tuple[list[int], list[str], list[float]]:
+    """How each task of a round ended as the server saw it (selection/history.py), in device order: the devices,
+    their outcomes (used, surplus: arrived at the close beyond the K-th, cut: under way at the close, or dropped)
+    and the instants they ended."""
+    devices, seen, ends, cut, t_end = sorted(planned), [], [], play.cut, play.t_end
+    for d in devices:
+        plan, why = planned[d].plan, cut.get(d)
         if why is None:
-            outcome, end = "arrived", p.plan.end_s
-        elif why == "dropped" or (p.plan.outcome == "arrived" and p.plan.end_s <= play.t_end):
-            outcome, end = ("dropped" if why == "dropped" else "surplus"), p.plan.end_s
+            outcome, end = "arrived", plan.end_s
+        elif why == "dropped" or (plan.outcome == "arrived" and plan.end_s <= t_end):
+            outcome, end = ("dropped" if why == "dropped" else "surplus"), plan.end_s
         else:
-            outcome, end = "cut", play.t_end
-        seen.append(Outcome(d, r, outcome, t0, end, metrics.get(d, {})))
-    return seen
+            outcome, end = "cut", t_end
+        seen.append(outcome)
+        ends.append(end)
+    return devices, seen, ends
 
 
 def idle_waits(kit: Kit, play: RoundPlay) -> list[Phase]:

@@ -74,22 +74,62 @@ class History:
         """The server listed who is online at `now` ((n,) bool)."""
         self.checks += 1
         self.seen_online += online
-        self.online_since_s = np.where(online, np.where(np.isnan(self.online_since_s), now, self.online_since_s),
-                                       math.nan)
+        # in place, as record updates the other arrays, and writing only the devices whose streak starts or ends
+        # (two nested np.where over (n,) were ~2 ms of a round at 100,000 devices)
+        since = self.online_since_s
+        unseen = np.isnan(since)
+        np.copyto(since, now, where=online & unseen)
+        np.copyto(since, math.nan, where=~(online | unseen))
 
     def record(self, outcomes: list[Outcome]) -> None:
         """Tasks that ended."""
-        for o in outcomes:
-            if o.outcome not in OUTCOMES:
-                raise ValueError(f"unknown outcome {o.outcome!r}; one of {', '.join(OUTCOMES)}")
-            d = o.device
-            if o.outcome in RECEIVED:
-                self.arrived[d] += 1
-                self.duration_s[d] = o.ended_s - o.dispatched_s
-                self.duration_sum_s[d] += o.ended_s - o.dispatched_s
-            elif o.outcome == "dropped":
-                self.dropped[d] += 1
-            if "train_loss" in o.metrics:
-                self.loss[d] = o.metrics["train_loss"]
-                self.loss_sq[d] = o.metrics.get("train_loss_sq", o.metrics["train_loss"])
-                self.loss_round[d] = o.round
+        self.record_columns([o.device for o in outcomes], [o.round for o in outcomes], [o.outcome for o in outcomes],
+                            [o.dispatched_s for o in outcomes], [o.ended_s for o in outcomes],
+                            [o.metrics for o in outcomes])
+
+    def record_columns(self, devices: list[int], rounds: list[int], outcomes: list[str], dispatched_s: list[float],
+                       ended_s: list[float], metrics: list[dict]) -> None:
+        """record's tasks column by column (an entry a task in each, as an Outcome's fields), where the caller
+        need not make an Outcome a task (a synchronous round's thousand)."""
+        unknown = [o for o in outcomes if o not in OUTCOMES]
+        if unknown:
+            raise ValueError(f"unknown outcome {unknown[0]!r}; one of {', '.join(OUTCOMES)}")
+        tasks = zip(devices, rounds, outcomes, dispatched_s, ended_s, metrics)
+        if len(set(devices)) < len(devices):   # a device twice: in order, one at a time
+            for task in tasks:
+                self._record_one(*task)
+            return
+        # distinct devices (a round's tasks): _record_one's element-wise updates, one numpy call a column instead
+        # of a few scalar ones a task (1,000 tasks a round: ~1 ms of the engine's round at 100,000 devices)
+        received, took, dropped, reported, losses, squares, loss_rounds = [], [], [], [], [], [], []
+        for d, r, outcome, start, end, m in tasks:
+            if outcome in RECEIVED:
+                received.append(d)
+                took.append(end - start)
+            elif outcome == "dropped":
+                dropped.append(d)
+            if "train_loss" in m:
+                reported.append(d)
+                losses.append(m["train_loss"])
+                squares.append(m.get("train_loss_sq", m["train_loss"]))
+                loss_rounds.append(r)
+        received, dropped, reported = (np.array(d, dtype=np.int64) for d in (received, dropped, reported))
+        self.arrived[received] += 1
+        self.duration_s[received] = took
+        self.duration_sum_s[received] += took
+        self.dropped[dropped] += 1
+        self.loss[reported] = losses
+        self.loss_sq[reported] = squares
+        self.loss_round[reported] = loss_rounds
+
+    def _record_one(self, d: int, r: int, outcome: str, start: float, end: float, m: dict) -> None:
+        if outcome in RECEIVED:
+            self.arrived[d] += 1
+            self.duration_s[d] = end - start
+            self.duration_sum_s[d] += end - start
+        elif outcome == "dropped":
+            self.dropped[d] += 1
+        if "train_loss" in m:
+            self.loss[d] = m["train_loss"]
+            self.loss_sq[d] = m.get("train_loss_sq", m["train_loss"])
+            self.loss_round[d] = r
