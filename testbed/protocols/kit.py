@@ -17,8 +17,8 @@ each task's clock first and trains only what the server will use. For everything
 - the run folder: `round_row` (a row of rounds.csv), `event_row` (a row of events.csv), `scores` (evaluation,
   when due), `write` (hand a round's rows on), `close_round` (a synchronous round's end: scored, written,
   checked, checkpointed where due);
-- the rules: `out_of_time`, `is_last`, `reached_target` (when to stop), `checkpoint_due` and `checkpoint`, and
-  `check_finite` (a diverged model stops the run).
+- the rules (stopping.py): `out_of_time`, `is_last`, `reached_target` (when to stop), `checkpoint_due`, and
+  `check_finite` (a diverged model stops the run); and `checkpoint`.
 """
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ from testbed.payload import transmit
 from testbed.protocols.evaluation import Evaluation
 from testbed.protocols.planning import TaskPlanning
 from testbed.protocols.probe import PROBE_BYTES, Probe
+from testbed.protocols.stopping import StopRules
 from testbed.resources import Resources
 from testbed.payload import CODECS
 from testbed.scenario import Experiment, Purpose, Scenario, stream
@@ -78,7 +79,7 @@ def scaled(updates: list[Params], weights: list[float]) -> list[Params]:
     return [{n: next(products) for n in update} for update in updates]
 
 
-class Kit(TaskPlanning):
+class Kit(TaskPlanning, StopRules):
     """The shared pieces of one run, handed to its protocol. `on_round` receives each round's row and event rows,
     `on_checkpoint` a Checkpoint (where it is given); `start`: a checkpoint to go on from; `resources`: the run's
     device resources, where the caller built them already."""
@@ -115,8 +116,6 @@ class Kit(TaskPlanning):
         network = self.scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
         self.links = LinkLog(self.topology)   # links.csv's rows, as the solves give them
-        self.ran_out_at: float | None = None   # see ran_out_of_devices
-        self.first_usable_s: float | None = None
 
     # ---- the run ------------------------------------------------------------------------------------------
     def begin(self) -> Start:
@@ -380,34 +379,7 @@ class Kit(TaskPlanning):
             self.checkpoint(r, now, state, finished=False)
         return False
 
-    # ---- the rules ----------------------------------------------------------------------------------------
-    def ran_out_of_devices(self, t: float, first_usable_s: float | None = None) -> None:
-        """The run ends at t, before its stop, because no device will be able to train again, or (a synchronous
-        run that waited for its first usable device at `first_usable_s`) not before stop.max_sim_time_s: kept
-        for summary.json and a warning (testbed/degenerate.py)."""
-        self.ran_out_at, self.first_usable_s = t, first_usable_s
-
-    def out_of_time(self, t: float) -> bool:
-        """Whether the simulated clock has reached stop.max_sim_time_s: no round starts, the run ends."""
-        limit = self.scenario.stop.max_sim_time_s
-        return limit is not None and t >= limit
-
-    def is_last(self, r: int) -> bool:
-        """Whether round (aggregation) r is stop.max_rounds."""
-        return r == self.scenario.stop.max_rounds
-
-    def reached_target(self, scores: dict[str, float]) -> bool:
-        """Whether these scores stop the run: stop.stop_at_target, and accuracy at or above the target."""
-        stop = self.scenario.stop
-        return stop.stop_at_target and stop.target_accuracy is not None and \
-            scores.get("accuracy", 0.0) >= stop.target_accuracy
-
-    def checkpoint_due(self, saved: int, r: int) -> bool:
-        """Whether round (aggregation) r passed a multiple of checkpoint.every_rounds since the last checkpoint,
-        at round `saved`."""
-        every = self.scenario.checkpoint.every_rounds
-        return r // every > saved // every
-
+    # ---- checkpoints (when to stop, when a checkpoint is due: stopping.py) -----------------------------------
     def checkpoint(self, r: int, now: float, state: ServerState, finished: bool, kept: dict | None = None) -> None:
         """Hand the end of round (aggregation) r, at simulated time `now`, to on_checkpoint, with the streams and
         the resources' state; `kept`: what the protocol carries on of its own."""
@@ -416,12 +388,3 @@ class Kit(TaskPlanning):
             self._on_checkpoint(Checkpoint(r, now, state, self.selection.bit_generator.state,
                                            self.strategy_rng.bit_generator.state, finished, protocol=kept,
                                            resources=self._resources.state()))
-
-    @staticmethod
-    def check_finite(r: int, metrics: dict, scores: dict[str, float]) -> None:
-        """A diverged model stops the run, its rows written by now: a NaN or infinite mean training loss of the
-        arrivals (0 in a round nobody reached) or test loss (0 in a round without evaluation)."""
-        for what, value in (("training loss", metrics.get("train_loss", 0.0)), ("test loss", scores.get("loss", 0.0))):
-            if not math.isfinite(value):
-                raise TestbedError(f"round {r}: the model diverged ({what} {value}); "
-                                   "lower client.lr or the server learning rate")
