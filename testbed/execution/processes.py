@@ -88,33 +88,73 @@ def deal(costs: list[float], workers: int, group: int = 1) -> list[list[int]]:
 
 class _Pickler(pickle.Pickler):
     """Pickles the run's training tensors (wherever they appear: the dataset, a strategy's server data) as a
-    reference to the worker's mapped copy."""
+    reference to the worker's mapped copy, and every other tensor that owns its memory whole as a numpy array out of
+    band: its bytes go down the pipe as they lie in memory, with no copy into the pickle (torch's own pickling
+    copies twice; 23 MB of W1's updates took 2-4x as long). Views and other tensors: torch's pickling, which keeps
+    their storage, offsets and strides."""
 
-    def __init__(self, file, shared: dict[int, str]):
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(self, file, shared: dict[int, str], buffers: list | None):
+        # no list for the buffers: they go in band, into the file
+        super().__init__(file, protocol=5, buffer_callback=None if buffers is None else buffers.append)
         self.shared = shared
 
     def persistent_id(self, obj):
         return self.shared.get(id(obj)) if isinstance(obj, torch.Tensor) else None
 
+    def reducer_override(self, obj):
+        if type(obj) is torch.Tensor and _whole(obj):
+            return torch.from_numpy, (obj.numpy(),)
+        return NotImplemented
+
+
+def _whole(t: torch.Tensor) -> bool:
+    """Whether `t` is a plain CPU tensor laid out contiguously over the whole of its own storage."""
+    if t.device.type != "cpu" or t.requires_grad or t.is_conj() or t.is_neg() or t.layout != torch.strided:
+        return False
+    if t.dtype not in _NUMPY or t.storage_offset() or t.untyped_storage().nbytes() != t.numel() * t.element_size():
+        return False
+    expected = 1
+    for size, stride in zip(reversed(t.shape), reversed(t.stride())):
+        if size > 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+_NUMPY = {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16, torch.int8,
+          torch.uint8, torch.bool}
+
+
+def _send(conn: Connection, value, shared: dict[int, str]) -> None:
+    """`value` down the pipe: the sizes of its out-of-band buffers, the pickle, then each buffer."""
+    buffers, file = [], io.BytesIO()
+    _Pickler(file, shared, buffers).dump(value)
+    raw = [buffer.raw() for buffer in buffers]
+    conn.send_bytes(pickle.dumps([r.nbytes for r in raw]))
+    conn.send_bytes(file.getbuffer())
+    for r in raw:
+        conn.send_bytes(r)
+
+
+def _receive(conn: Connection, shared: dict[str, torch.Tensor]):
+    sizes = pickle.loads(conn.recv_bytes())
+    header = conn.recv_bytes()
+    buffers = []
+    for size in sizes:
+        # torch's allocator, as a tensor trained in this process would have: the same alignment for its kernels
+        buffer = torch.empty(size, dtype=torch.uint8).numpy()
+        conn.recv_bytes_into(buffer)
+        buffers.append(buffer)
+    return _Unpickler(io.BytesIO(header), shared, buffers).load()
+
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, shared: dict[str, torch.Tensor]):
-        super().__init__(file)
+    def __init__(self, file, shared: dict[str, torch.Tensor], buffers: list):
+        super().__init__(file, buffers=buffers)
         self.shared = shared
 
     def persistent_load(self, name):
         return self.shared[name]
-
-
-def _dumps(value, shared: dict[int, str]) -> bytes:
-    buffer = io.BytesIO()
-    _Pickler(buffer, shared).dump(value)
-    return buffer.getvalue()
-
-
-def _loads(data: bytes, shared: dict[str, torch.Tensor]):
-    return _Unpickler(io.BytesIO(data), shared).load()
 
 
 def _mapped(folder: str, name: str, dtype: str, shape: tuple[int, ...]) -> torch.Tensor:
@@ -128,29 +168,28 @@ def _serve(conn: Connection, folder: str, layout: dict[str, tuple[str, tuple[int
     try:
         shared = {name: _mapped(folder, name, *layout[name]) for name in _TRAIN}
         with open(os.path.join(folder, "setup"), "rb") as file:
-            executor_class, model, name, num_classes, options, threads = _loads(file.read(), shared)
+            executor_class, model, name, num_classes, options, threads = _Unpickler(file, shared, None).load()
         torch.set_num_threads(threads or DEFAULT_THREADS)  # the run's count: the same arithmetic as in the run
         empty = shared["train_x"][:0], shared["train_y"][:0]
         executor = executor_class(model, Dataset(name, shared["train_x"], shared["train_y"], *empty, num_classes),
                                   **options)
     except BaseException as err:
-        conn.send_bytes(pickle.dumps(("error", _error(err))))
+        _send(conn, ("error", _error(err)), {})
         return
-    conn.send_bytes(pickle.dumps(("ready", None)))
+    _send(conn, ("ready", None), {})
     strategy = None
     while True:
         try:
-            message = conn.recv_bytes()
+            sent, jobs = _receive(conn, shared)
         except (EOFError, OSError):  # the run closed the pipe, or died
             return
         try:
-            sent, jobs = _loads(message, shared)
             strategy = sent if sent is not None else strategy
             reply = ("ok", executor.train(strategy, jobs))
         except BaseException as err:
             reply = ("error", _error(err))
         try:
-            conn.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+            _send(conn, reply, {})
         except OSError:  # the run died while this share trained
             return
 
@@ -181,8 +220,8 @@ class ProcessExecutor:
         self.shared = {id(tensor): name for tensor, name in zip(self.kept, _TRAIN)}
         # a file, not the process's arguments: start() would write those into a pipe that each new worker reads in turn
         with open(os.path.join(self.folder, "setup"), "wb") as file:
-            file.write(_dumps((executor_class, model, dataset.name, dataset.num_classes, options, threads),
-                              self.shared))
+            _Pickler(file, self.shared, None).dump((executor_class, model, dataset.name, dataset.num_classes,
+                                                    options, threads))
         # not fork: a forked child of a process whose torch has started threads can hang. The fork server is a fresh
         # process that imports torch and this module once (a second or two) and forks every worker of the run's
         # process from there, single-threaded: the workers of a pool, and of later pools, start without importing
@@ -212,7 +251,7 @@ class ProcessExecutor:
         shares = deal(costs, len(self.processes), self.group)
         sent = None if strategy is self.strategy else strategy
         for w, share in enumerate(shares):
-            self._send(w, _dumps((sent, [jobs[i] for i in share]), self.shared))
+            self._send(w, (sent, [jobs[i] for i in share]))
         self.strategy = strategy
         results = [None] * len(jobs)
         for w, share in enumerate(shares):
@@ -226,15 +265,15 @@ class ProcessExecutor:
         shutil.rmtree(self.folder, ignore_errors=True)  # every worker has mapped the data: the pages stay theirs
         self.ready = True
 
-    def _send(self, w: int, message: bytes) -> None:
+    def _send(self, w: int, value) -> None:
         try:
-            self.pipes[w].send_bytes(message)
+            _send(self.pipes[w], value, self.shared)
         except OSError:
             self._died(w)
 
     def _receive(self, w: int, starting: bool = False):
         try:
-            status, value = pickle.loads(self.pipes[w].recv_bytes())
+            status, value = _receive(self.pipes[w], {})
         except (EOFError, OSError):
             self._died(w)
         if status == "error":
@@ -257,9 +296,9 @@ class ProcessExecutor:
                else f"ended by signal {signal.Signals(-code).name}" if code is not None and code < 0
                else f"exited with code {code}")
         self.close()
-        raise TestbedError(f"executor.workers: worker process {w + 1} of {len(self.processes)} {how} in round "
-                           f"{self.round}; the rounds before it are kept, and --resume goes on from the last "
-                           "checkpoint") from None
+        when = f"in round {self.round}" if self.ready else "while starting (its error, if any, is above)"
+        raise TestbedError(f"executor.workers: worker process {w + 1} of {len(self.processes)} {how} {when}; the "
+                           "rounds before it are kept, and --resume goes on from the last checkpoint") from None
 
     def close(self) -> None:
         self._stop()

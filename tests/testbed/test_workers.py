@@ -85,6 +85,7 @@ def _same_with_two_workers(tmp_path, algorithm: dict, executor: dict, codec: dic
     return one[0]
 
 
+@pytest.mark.slow
 def test_fedlps_in_two_workers_gives_the_tables_of_one_process(tmp_path):
     """FedLPS: per-device state (importance scores), a learned mask the device uploads with (Result.up)."""
     rounds = _same_with_two_workers(tmp_path, {"name": "fedlps", "mu": 0}, {"kind": "serial"})
@@ -101,8 +102,8 @@ def test_state_and_codecs_in_two_workers_give_the_tables_of_one_process(tmp_path
 
 @pytest.mark.slow
 def test_batched_groups_dealt_whole_give_the_tables_of_one_process(tmp_path):
-    """With max_clients 1 of 4 clients a round, each worker vmaps the groups the executor vmaps in one process."""
-    _same_with_two_workers(tmp_path, {"name": "fedavg"}, {"kind": "batched", "max_clients": 1})
+    """max_clients 2 of 4 clients a round: each worker vmaps one of the two groups that one process vmaps."""
+    _same_with_two_workers(tmp_path, {"name": "fedavg"}, {"kind": "batched", "max_clients": 2})
 
 
 def _jobs_of_unequal_clients():
@@ -144,7 +145,8 @@ def test_two_workers_train_every_job_to_the_serial_executors_numbers(monkeypatch
     try:
         _equal(pool.train(strategy, jobs), expected)
         sent = []
-        monkeypatch.setattr(processes, "_dumps", lambda value, shared: sent.append(value[0]) or _dumps(value, shared))
+        monkeypatch.setattr(processes, "_send", lambda pipe, value, shared: sent.append(value[0]) or
+                            _send(pipe, value, shared))
         _equal(pool.train(strategy, jobs[::-1]), expected[::-1])  # results in the order asked
         assert sent == [None, None]   # the workers kept the strategy: not sent again
     finally:
@@ -152,7 +154,7 @@ def test_two_workers_train_every_job_to_the_serial_executors_numbers(monkeypatch
     assert not any(p.is_alive() for p in pool.processes) and not os.path.exists(pool.folder)
 
 
-_dumps = processes._dumps
+_send = processes._send
 
 
 def test_an_error_in_a_worker_is_raised_in_the_run_as_it_was_with_the_workers_traceback():
