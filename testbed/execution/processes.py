@@ -4,9 +4,10 @@ Semantics:
 - `executor: {kind: serial | batched, workers: N}` with N > 1 starts N worker processes when the run is built.
   Each builds the run's executor (serial or batched, with its options) on executor.threads torch threads, from
   the model and the training data it gets once at the start: the data through a file that every worker maps
-  (one copy in the page cache, not one per worker), the model and the strategy pickled (the strategy again only
-  when the engine hands over another object: a Strategy is frozen). A round's jobs are dealt to the workers,
-  each trains its share, and the results come back in job order.
+  (one copy in the page cache, not one per worker), the model pickled; the strategy comes with the first round
+  and again only when the engine hands over another object (a Strategy is frozen). A round's jobs are dealt to
+  the workers, each trains its share, and the results come back in job order. Evaluation, aggregation and the
+  clock stay in the run's process, on executor.threads.
 - Tables: each job carries its own seed and trains on the same kernels on the same thread count, so a serial
   run's tables with N workers are those of workers: 1, bit for bit (tests/testbed/test_workers.py). The batched
   executor vmaps whatever a worker holds: jobs are dealt in whole groups of executor.max_clients, the groups the
@@ -24,11 +25,14 @@ Semantics:
 - A worker that dies (killed, out of memory) stops the run with one line naming executor.workers; the rounds
   already written are kept, and --resume goes on from the last checkpoint. An error inside a worker's training
   is raised in the run as it was raised there, with the worker's traceback as a note.
-- Cost: start-up (a fresh Python importing torch, about a second or two, overlapped with the engine's own
-  set-up) once a run; each round, the received model pickled once per worker and every update and kept state
-  pickled back (cnn_512's 2.3 MB: about 1 ms each way; benchmarks/RESULTS.md, "CPU workers"), against tens of
-  milliseconds of training per client: a round of a few tiny clients (logreg) costs more in the pipes than it
-  saves.
+- Start: the workers are forked from multiprocessing's fork server, a fresh process that imports torch and this
+  module once (about a second; the first pool of a process pays it, overlapped with the engine's set-up) and has
+  started no thread pool of torch's, so that forking it is safe where forking the run (whose torch has threads) is not.
+- Cost each round: the received model once per worker and the jobs' own tensors (kept state, masks) down the
+  pipes, every update and kept state back; tensors cross as their raw bytes (pickle protocol 5 out of band),
+  cnn_512's 2.3 MB in about a millisecond of pickling plus the pipe's copy (benchmarks/RESULTS.md, "CPU
+  workers"). Against W1's ~40 ms of training a client that is a few percent; a round of a few tiny clients
+  (logreg) costs more in the pipes than it saves.
 - Worker processes train on the CPU: workers > 1 with executor.device: cuda is refused in validation.
 """
 from __future__ import annotations
