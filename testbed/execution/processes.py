@@ -94,8 +94,8 @@ class _Pickler(pickle.Pickler):
     """Pickles the run's training tensors (wherever they appear: the dataset, a strategy's server data) as a
     reference to the worker's mapped copy, and every other tensor that owns its memory whole as a numpy array out of
     band: its bytes go down the pipe as they lie in memory, with no copy into the pickle (torch's own pickling
-    copies twice; 23 MB of W1's updates took 2-4x as long). Views and other tensors: torch's pickling, which keeps
-    their storage, offsets and strides."""
+    writes each storage through torch.save: W1's 23 MB of updates took 79 ms, against 1.4 ms). Views and other
+    tensors: torch's pickling, which keeps their storage, offsets and strides."""
 
     def __init__(self, file, shared: dict[int, str], buffers: list | None):
         # no list for the buffers: they go in band, into the file
