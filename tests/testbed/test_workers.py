@@ -256,7 +256,8 @@ def test_tensors_cross_a_pipe_with_their_values_dtypes_shapes_and_strides():
     base = torch.arange(12.0).reshape(3, 4)
     sent = {"whole": base, "again": base, "view": base[1:], "transposed": base.t(), "empty": torch.zeros(0, 3),
             "flags": torch.tensor([True, False]), "ids": torch.arange(5), "half": torch.ones(3, dtype=torch.float16),
-            "bfloat16": torch.ones(2, dtype=torch.bfloat16), "parameter": torch.nn.Parameter(torch.ones(2)), "nested": [{"x": torch.full((1, 5), 2.0)}]}
+            "bfloat16": torch.ones(2, dtype=torch.bfloat16), "parameter": torch.nn.Parameter(torch.ones(2)),
+            "nested": [{"x": torch.full((1, 5), 2.0)}]}
     here, there = Pipe()
     processes._send(here, sent, {})
     got = processes._receive(there, {})
