@@ -19,7 +19,7 @@ Semantics:
 - `workers: auto`: as many workers as there are cores free for executor.threads threads each, capped at the
   updates a round aggregates (no worker would have a job); a core is busy for as long as the machine's 1-minute
   load average says (os.getloadavg), read once when the run starts, so a busy machine gets 1: the run trains
-  in its own process, as with workers: 1. The count is logged.
+  in its own process, as with workers: 1. The count goes to the "testbed" logger at INFO.
 - Ctrl-C goes to the run alone (the workers ignore it); the run closes the pool on its way out, as at the end
   of a run: the workers are stopped, and a worker whose run died (SIGKILL) ends when it finds its pipe closed.
 - A worker that dies (killed, out of memory) stops the run with one line naming executor.workers; the rounds
