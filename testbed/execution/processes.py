@@ -33,6 +33,8 @@ Semantics:
   cnn_512's 2.3 MB in about a millisecond of pickling plus the pipe's copy (benchmarks/RESULTS.md, "CPU
   workers"). Against W1's ~40 ms of training a client that is a few percent; a round of a few tiny clients
   (logreg) costs more in the pipes than it saves.
+- What the workers unpickle (the model, the strategy, plugins') must be importable there: a class defined in a
+  notebook cell is not (define it in a module); a worker that cannot start says so in one line.
 - Worker processes train on the CPU: workers > 1 with executor.device: cuda is refused in validation.
 """
 from __future__ import annotations
