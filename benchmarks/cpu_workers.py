@@ -1,5 +1,5 @@
 """CPU workers: one run's clients trained in worker processes (executor.workers) against one process, and
-against the Ray executor with as many workers, on W1 and on W1 at 5 local epochs.
+against the Ray executor, on a scenario (W1 by default) as written and at 5 local epochs.
 
 Each configuration builds the scenario (the worker pool or Ray starts here: timed apart, as `start`) and runs it
 through the engine in this process on executor.threads torch threads (one), as `testbed run` does. Printed per
@@ -12,7 +12,10 @@ any stopwatch and its seconds printed. `--neighbours N` runs N busy processes (t
 a busy machine; `--idle P` (without neighbours) waits before each run for the CPUs to be P% idle: a shared
 machine. `auto` resolves from the load average when it is built; its count is printed.
 
-    python benchmarks/cpu_workers.py [--rounds 6] [--repeat 2] [--neighbours 0] [--idle 90] [--workloads w1,w1_5epochs]
+    python benchmarks/cpu_workers.py [--rounds 6] [--repeat 2] [--neighbours 0] [--idle 90] [--workers 2,auto]
+        [--ray 2] [--workloads as-is,5epochs] [--scenario benchmarks/w1.yaml --set KEY=VALUE ...]
+
+On a many-core machine, e.g.: --workers 2,4,8,16,auto --ray 16 --set executor.threads=1
 """
 from __future__ import annotations
 
@@ -29,9 +32,7 @@ from threads import NEIGHBOUR
 from testbed.execution.processes import ProcessExecutor
 from testbed.execution.threads import torch_threads
 
-WORKLOADS = {"w1": [], "w1_5epochs": ["client.local_epochs=5"]}
-CONFIGS = {"workers 1": "{kind: serial}", "workers 2": "{kind: serial, workers: 2}",
-           "workers auto": "{kind: serial, workers: auto}", "ray 2": "{kind: ray, workers: 2}"}
+WORKLOADS = {"as-is": [], "5epochs": ["client.local_epochs=5"]}   # the scenario as written, and at 5 local epochs
 
 
 def fork_server_seconds() -> float:
@@ -60,10 +61,10 @@ def wait_idle(percent: float, limit_s: float = 600) -> float:
             return share
 
 
-def one_run(overrides: list[str]) -> dict:
+def one_run(scenario: str, overrides: list[str]) -> dict:
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    exp, why = build(HERE / "w1.yaml", overrides)
+    exp, why = build(scenario, overrides)
     if exp is None:
         return {"error": why}
     built = time.perf_counter() - start
@@ -81,8 +82,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--neighbours", type=int, default=0)
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="of: " + ", ".join(CONFIGS))
+    parser.add_argument("--scenario", default=str(HERE / "w1.yaml"))
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, as testbed run's --set")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="of: " + ", ".join(WORKLOADS))
+    parser.add_argument("--workers", default="2,auto", help="the counts to time against workers 1")
+    parser.add_argument("--ray", type=int, default=2, help="Ray workers to time as well (0: none)")
     parser.add_argument("--idle", type=float, default=0,
                         help="before each run, wait (at most 10 minutes) for the CPUs to be this %% idle over 4 s")
     args = parser.parse_args(argv)
@@ -92,17 +96,22 @@ def main(argv=None) -> int:
     warm_up_torch_func()
     print(f"the fork server's start (imports torch; once a process, before any stopwatch): "
           f"{fork_server_seconds():.2f} s")
-    configs = {label: CONFIGS[label] for label in args.configs.split(",")}
+    configs = {"workers 1": "{kind: serial}"} | {f"workers {n}": f"{{kind: serial, workers: {n}}}"
+                                                 for n in args.workers.split(",")}
+    if args.ray:
+        configs[f"ray {args.ray}"] = f"{{kind: ray, workers: {args.ray}}}"
+    name = os.path.splitext(os.path.basename(args.scenario))[0]
     busy = [subprocess.Popen([sys.executable, "-c", NEIGHBOUR]) for _ in range(args.neighbours)]
     try:
         time.sleep(1.0 if busy else 0.0)
         for workload in args.workloads.split(","):
-            overrides = [f"stop.max_rounds={args.rounds}", *WORKLOADS[workload]]
+            overrides = [f"stop.max_rounds={args.rounds}", *args.set, *WORKLOADS[workload]]
+            workload = name if workload == "as-is" else f"{name}_{workload}"
             best: dict[str, dict] = {}
             for attempt in range(args.repeat):
                 for label, executor in configs.items():
                     idle = wait_idle(args.idle) if args.idle else None
-                    row = one_run(overrides + [f"executor={executor}"])
+                    row = one_run(args.scenario, overrides + [f"executor={executor}"])
                     if "error" in row:
                         print(f"{workload}, {label}: not run ({row['error']})")
                         continue
