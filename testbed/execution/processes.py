@@ -30,9 +30,10 @@ Semantics:
   started no thread pool of torch's, so that forking it is safe where forking the run (whose torch has threads) is not.
 - Cost each round: the received model once per worker and the jobs' own tensors (kept state, masks) down the
   pipes, every update and kept state back; tensors cross as their raw bytes (pickle protocol 5 out of band),
-  cnn_512's 2.3 MB in about a millisecond of pickling plus the pipe's copy (benchmarks/RESULTS.md, "CPU
-  workers"). Against W1's ~40 ms of training a client that is a few percent; a round of a few tiny clients
-  (logreg) costs more in the pipes than it saves.
+  cnn_512's 2.3 MB in about a millisecond of pickling plus the pipe's copy (about 1 GB/s). Measured on W1
+  (benchmarks/RESULTS.md, "CPU workers"): 15-25 ms a round over the slowest worker's share, 5-10 % of the
+  round's training (10 clients of ~40 ms each); on 2 idle cores two workers made W1's rounds 1.23x faster and
+  those of W1 at 5 epochs 1.70x. A round of a few tiny clients (logreg) costs more in the pipes than it saves.
 - What the workers unpickle (the model, the strategy, plugins') must be importable there: a class defined in a
   notebook cell is not (define it in a module); a worker that cannot start says so in one line.
 - Worker processes train on the CPU: workers > 1 with executor.device: cuda is refused in validation.
