@@ -15,6 +15,7 @@ from testbed.data.partition import label_histograms
 from testbed.data.server import SharedData, carve, share_with_devices
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
+from testbed.execution.processes import ProcessExecutor, workers_for
 from testbed.local import LocalSGD
 from testbed.payload import CODECS
 from testbed.algorithms.base import Build
@@ -84,10 +85,22 @@ def build(scenario: Scenario) -> Experiment:
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
         scenario.updates_per_aggregation, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
         lambda: initial_accuracy(model, dataset, clients)))
-    # threads are the runner's to set (the whole run); a Ray executor passes them on to its workers
-    options = scenario.executor.model_dump(exclude={"kind"} if scenario.executor.kind == "ray" else {"kind", "threads"})
-    executor = EXECUTORS[scenario.executor.kind](model, dataset, **options)
+    executor = _executor(scenario, model, dataset)
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, shared)
+
+
+def _executor(scenario: Scenario, model: torch.nn.Module, dataset: Dataset):
+    """The scenario's executor, in worker processes where executor.workers asks for more than one."""
+    kind = scenario.executor.kind
+    if kind == "ray":  # threads are the runner's to set (the whole run); a Ray executor passes them on to its workers
+        return EXECUTORS[kind](model, dataset, **scenario.executor.model_dump(exclude={"kind"}))
+    options = scenario.executor.model_dump(exclude={"kind", "threads", "workers"})
+    threads = scenario.executor.threads
+    setting = 1 if scenario.executor.device == "cuda" else scenario.executor.workers  # workers train on the CPU
+    workers = workers_for(setting, threads, scenario.updates_per_aggregation)
+    if workers == 1:
+        return EXECUTORS[kind](model, dataset, **options)
+    return ProcessExecutor(EXECUTORS[kind], model, dataset, workers, threads, **options)
 
 
 def _server_data(scenario: Scenario, labels: np.ndarray, num_classes: int) -> tuple[np.ndarray | None, np.ndarray]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from testbed.schema.common import Strict
 
@@ -59,13 +59,30 @@ class TrainingDevice(Strict):
         return self
 
 
-class SerialExecutor(TrainingDevice):
+class LocalExecutor(TrainingDevice):
+    """An executor this machine runs, in the run's process or in `workers` worker processes."""
+
+    # processes that train a round's clients (testbed/execution/processes.py); left out of resolved scenarios at
+    # its default, as precision is
+    workers: int | Literal["auto"] = Field(1, exclude_if=lambda w: w == 1)
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _a_count_or_auto(cls, value, info: ValidationInfo):
+        if not (value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)):
+            raise ValueError(f"give a number of worker processes (1, 2, ...) or auto (got {value!r})")
+        if value not in (1, "auto") and info.data.get("device") == "cuda":
+            raise ValueError(f"worker processes train on the CPU; with device: cuda set workers: 1 (got {value})")
+        return value
+
+
+class SerialExecutor(LocalExecutor):
     """One client after another: the reference."""
 
     kind: Literal["serial"] = "serial"
 
 
-class BatchedExecutor(TrainingDevice):
+class BatchedExecutor(LocalExecutor):
     """A round's clients trained together with torch.func.vmap."""
 
     kind: Literal["batched"]
