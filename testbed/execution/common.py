@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -51,18 +52,27 @@ def make_loss_fn(model: torch.nn.Module) -> LossFn:
 
 
 @torch.no_grad()
-def score(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
-    """Whether each sample is classified right, and the summed cross-entropy."""
+def logits(model: torch.nn.Module, params: Params, x: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """The logits of samples start..end of x, in batches of EVAL_BATCH from `start`."""
+    return torch.cat([functional_call(model, params, (x[s : min(s + EVAL_BATCH, end)],))
+                      for s in range(start, end, EVAL_BATCH)])
+
+
+@torch.no_grad()
+def score(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor,
+          all_logits: Callable[[Params, torch.Tensor], torch.Tensor] | None = None) -> tuple[np.ndarray, float]:
+    """Whether each sample is classified right, and the summed cross-entropy; `all_logits`: where the logits of
+    all of x are computed elsewhere (executor.workers), in the same batches."""
     if x.device.type != "cpu":
         return _score_on_device(model, params, x, y)
+    every = None if all_logits is None else all_logits(params, x)   # worker processes' logits: the same floats
     correct, loss = [], 0.0
     for block in range(0, len(y), LOSS_BLOCK):
         end = min(block + LOSS_BLOCK, len(y))
-        logits = torch.cat([functional_call(model, params, (x[start : min(start + EVAL_BATCH, end)],))
-                            for start in range(block, end, EVAL_BATCH)])
+        block_logits = logits(model, params, x, block, end) if every is None else every[block:end]
         target = y[block:end]
-        loss += F.cross_entropy(logits, target, reduction="sum").item()
-        correct.append((logits.argmax(1) == target).numpy())
+        loss += F.cross_entropy(block_logits, target, reduction="sum").item()
+        correct.append((block_logits.argmax(1) == target).numpy())
     return np.concatenate(correct), loss
 
 
@@ -80,7 +90,8 @@ def _score_on_device(model: torch.nn.Module, params: Params, x: torch.Tensor,
     return correct.cpu().numpy(), loss.item()   # the crossing to the host: the numbers that go into the tables
 
 
-def evaluate(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy) of `params` on (x, y)."""
-    correct, loss = score(model, params, x, y)
+def evaluate(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor,
+             all_logits: Callable[[Params, torch.Tensor], torch.Tensor] | None = None) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of `params` on (x, y) (`all_logits`: as score's)."""
+    correct, loss = score(model, params, x, y, all_logits)
     return float(correct.mean()), loss / len(y)

@@ -3,11 +3,13 @@
 Semantics:
 - `executor: {kind: serial | batched, workers: N}` with N > 1 starts N worker processes when the run is built.
   Each builds the run's executor (serial or batched, with its options) on executor.threads torch threads, from
-  the model and the training data it gets once at the start: the data through a file that every worker maps
-  (one copy in the page cache, not one per worker), the model pickled; the strategy comes with the first round
-  and again only when the engine hands over another object (a Strategy is frozen). A round's jobs are dealt to
-  the workers, each trains its share, and the results come back in job order. Evaluation, aggregation and the
-  clock stay in the run's process, on executor.threads.
+  the model and the training and test data it gets once at the start: the data through a file that every
+  worker maps (one copy in the page cache, not one per worker), the model pickled; the strategy comes with the
+  first round and again only when the engine hands over another object (a Strategy is frozen). A round's jobs are
+  dealt to the workers, each trains its share, and the results come back in job order. Evaluation's forward
+  passes are shared out too (`logits`: contiguous shares that start at multiples of EVAL_BATCH, computed in
+  batches of EVAL_BATCH as score() computes them in one process); the run sums the losses and counts the hits.
+  Aggregation and the clock stay in the run's process, on executor.threads.
 - Tables: each job carries its own seed and trains on the same kernels on the same thread count, so a serial
   run's tables with N workers are those of workers: 1, bit for bit (tests/testbed/test_workers.py). The batched
   executor vmaps whatever a worker holds: jobs are dealt in whole groups of executor.max_clients, the groups the
@@ -59,12 +61,12 @@ import torch
 from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
 from testbed.errors import TestbedError
-from testbed.execution.common import TrainJob
+from testbed.execution.common import EVAL_BATCH, TrainJob, logits
 from testbed.execution.threads import DEFAULT_THREADS
 
 log = logging.getLogger("testbed")
 
-_TRAIN = ("train_x", "train_y")   # the tensors every worker maps from a file instead of receiving a copy
+_MAPPED = ("train_x", "train_y", "test_x", "test_y")   # the tensors every worker maps from a file, never sent
 
 
 def workers_for(setting: int | str, threads: int | None, updates: int) -> int:
@@ -173,13 +175,11 @@ def _serve(conn: Connection, folder: str, layout: dict[str, tuple[str, tuple[int
     """A worker's life: build the executor, say so, then train each share it is sent until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's: it closes the pool on its way out
     try:
-        shared = {name: _mapped(folder, name, *layout[name]) for name in _TRAIN}
+        shared = {name: _mapped(folder, name, *layout[name]) for name in _MAPPED}
         with open(os.path.join(folder, "setup"), "rb") as file:
             executor_class, model, name, num_classes, options, threads = _Unpickler(file, shared, None).load()
         torch.set_num_threads(threads or DEFAULT_THREADS)  # the run's count: the same arithmetic as in the run
-        empty = shared["train_x"][:0], shared["train_y"][:0]
-        executor = executor_class(model, Dataset(name, shared["train_x"], shared["train_y"], *empty, num_classes),
-                                  **options)
+        executor = executor_class(model, Dataset(name, *(shared[n] for n in _MAPPED), num_classes), **options)
     except BaseException as err:
         _send(conn, ("error", _error(err)), {})
         return
@@ -187,12 +187,16 @@ def _serve(conn: Connection, folder: str, layout: dict[str, tuple[str, tuple[int
     strategy = None
     while True:
         try:
-            sent, jobs = _receive(conn, shared)
+            verb, payload = _receive(conn, shared)
         except (EOFError, OSError):  # the run closed the pipe, or died
             return
         try:
-            strategy = sent if sent is not None else strategy
-            reply = ("ok", executor.train(strategy, jobs))
+            if verb == "logits":
+                reply = ("ok", logits(model, *payload))
+            else:
+                sent, jobs = payload
+                strategy = sent if sent is not None else strategy
+                reply = ("ok", executor.train(strategy, jobs))
         except BaseException as err:
             reply = ("error", _error(err))
         try:
@@ -219,12 +223,12 @@ class ProcessExecutor:
         self.group = options.get("max_clients") or 1
         self.folder = tempfile.mkdtemp(prefix="testbed-workers-")
         layout = {}
-        for name in _TRAIN:
+        for name in _MAPPED:
             array = getattr(dataset, name).contiguous().numpy()
             array.tofile(os.path.join(self.folder, name))
             layout[name] = (array.dtype.str, array.shape)
-        self.kept = [getattr(dataset, name) for name in _TRAIN]  # alive, so that no other tensor takes their ids
-        self.shared = {id(tensor): name for tensor, name in zip(self.kept, _TRAIN)}
+        self.kept = [getattr(dataset, name) for name in _MAPPED]  # alive, so that no other tensor takes their ids
+        self.shared = {id(tensor): name for tensor, name in zip(self.kept, _MAPPED)}
         # a file, not the process's arguments: start() would write those into a pipe that each new worker reads in turn
         with open(os.path.join(self.folder, "setup"), "wb") as file:
             _Pickler(file, self.shared, None).dump((executor_class, model, dataset.name, dataset.num_classes,
@@ -258,13 +262,26 @@ class ProcessExecutor:
         shares = deal(costs, len(self.processes), self.group)
         sent = None if strategy is self.strategy else strategy
         for w, share in enumerate(shares):
-            self._send(w, (sent, [jobs[i] for i in share]))
+            self._send(w, ("train", (sent, [jobs[i] for i in share])))
         self.strategy = strategy
         results = [None] * len(jobs)
         for w, share in enumerate(shares):
             for i, result in zip(share, self._receive(w)):
                 results[i] = result
         return results
+
+    def logits(self, params: dict, x: torch.Tensor) -> torch.Tensor:
+        """The model's logits of `params` on x's samples, computed by the workers in contiguous shares that start at
+        multiples of EVAL_BATCH, each in batches of EVAL_BATCH: the batches, and so the floats, of score() in one
+        process. The run's test set travels as a reference to the workers' mapped copy; other samples are sent."""
+        if not self.ready:
+            self._wait_ready()
+        batches = -(-len(x) // EVAL_BATCH)
+        bounds = [min(len(x), EVAL_BATCH * (batches * w // len(self.processes))) for w in range(len(self.processes) + 1)]
+        shares = [(start, end) for start, end in zip(bounds, bounds[1:]) if end > start]
+        for w, (start, end) in enumerate(shares):
+            self._send(w, ("logits", (params, x, start, end)))
+        return torch.cat([self._receive(w) for w in range(len(shares))])
 
     def _wait_ready(self) -> None:
         for w in range(len(self.processes)):

@@ -20,6 +20,7 @@ from testbed.algorithms.base import Params, ServerState
 from testbed.execution import evaluate, score
 from testbed.execution.device import model_on, moved
 from testbed.execution.placement import Placement
+from testbed.execution.processes import ProcessExecutor
 from testbed.execution.precision import arithmetic
 from testbed.scenario import Experiment, Purpose, stream
 
@@ -32,6 +33,8 @@ class Evaluation:
         self.cfg = exp.scenario.eval
         self.device, self.precision = placement.evaluation, placement.precision
         self.model = model_on(exp.model, self.device)
+        # worker processes (executor.workers) compute the logits, the run the scores: the tables of one process
+        self.all_logits = exp.executor.logits if isinstance(exp.executor, ProcessExecutor) else None
         self.test_x, self.test_y = moved(self._test_set(exp.scenario.seed), self.device)
         clients = exp.clients
         self.local_test = None if clients.local_test_x is None else \
@@ -56,12 +59,14 @@ class Evaluation:
     def score(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
         """execution.score of `params` on (x, y), on the evaluation's device and in its precision."""
         with arithmetic(self.device, self.precision):
-            return score(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device))
+            return score(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device),
+                         self.all_logits)
 
     def evaluate(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of `params` on (x, y)."""
         with arithmetic(self.device, self.precision):
-            return evaluate(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device))
+            return evaluate(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device),
+                            self.all_logits)
 
     def scores(self, state: ServerState) -> dict[str, float]:
         """The global model's test accuracy and loss; with local test sets, each device's accuracy on its own

@@ -16,6 +16,8 @@ from helpers import ROOT, TWO_DEVICES, write_yaml
 from testbed.cli import main
 from testbed.execution import processes
 from testbed.execution.processes import ProcessExecutor, deal, workers_for
+from testbed.execution.serial import SerialExecutor
+from testbed.execution.threads import torch_threads
 
 
 def test_jobs_are_dealt_costliest_first_to_the_least_loaded_worker():
@@ -135,8 +137,6 @@ def _equal(results, expected):
 
 
 def test_two_workers_train_every_job_to_the_serial_executors_numbers(monkeypatch):
-    from testbed.execution import SerialExecutor
-    from testbed.execution.threads import torch_threads
 
     model, dataset, strategy, jobs = _jobs_of_unequal_clients()
     with torch_threads(1):  # the workers' count
@@ -145,7 +145,7 @@ def test_two_workers_train_every_job_to_the_serial_executors_numbers(monkeypatch
     try:
         _equal(pool.train(strategy, jobs), expected)
         sent = []
-        monkeypatch.setattr(processes, "_send", lambda pipe, value, shared: sent.append(value[0]) or
+        monkeypatch.setattr(processes, "_send", lambda pipe, value, shared: sent.append(value[1][0]) or
                             _send(pipe, value, shared))
         _equal(pool.train(strategy, jobs[::-1]), expected[::-1])  # results in the order asked
         assert sent == [None, None]   # the workers kept the strategy: not sent again
@@ -158,7 +158,6 @@ _send = processes._send
 
 
 def test_an_error_in_a_worker_is_raised_in_the_run_as_it_was_with_the_workers_traceback():
-    from testbed.execution import SerialExecutor
 
     model, dataset, strategy, jobs = _jobs_of_unequal_clients()
     bad = type(jobs[0])(jobs[0].task, jobs[0].params, np.array([0, 600]), jobs[0].stream)  # a sample beyond 60
@@ -269,3 +268,27 @@ def test_tensors_cross_a_pipe_with_their_values_dtypes_shapes_and_strides():
     assert torch.equal(got["nested"][0]["x"], sent["nested"][0]["x"])
     got["whole"] += 1   # what arrives is the receiver's to change
     assert torch.equal(base, torch.arange(12.0).reshape(3, 4))
+
+
+def test_the_workers_logits_score_as_one_process_does():
+    """Evaluation with executor.workers: the workers compute the test set's logits in shares that start at
+    multiples of EVAL_BATCH (the test set travels as a reference to their mapped copy), the run scores them:
+    the very hits and summed loss of score() in one process, on 2,345 samples (a last share and batch cut short)."""
+    from testbed.data import Dataset
+    from testbed.execution.common import score
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5))
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    x, y = torch.randn(2345, 3, 4), torch.randint(0, 5, (2345,))
+    dataset = Dataset("blobs", x[:50], y[:50], x, y, num_classes=5)
+    with torch_threads(1):   # the workers' count
+        expected = score(model, params, x, y)
+    pool = ProcessExecutor(SerialExecutor, model, dataset, 2, None)
+    try:
+        correct, loss = score(model, params, x, y, pool.logits)
+        assert (correct == expected[0]).all() and loss == expected[1]
+        other = x.flip(0)   # not the test set: sent down the pipes, the same numbers
+        assert score(model, params, other, y, pool.logits)[1] == score(model, params, other, y)[1]
+    finally:
+        pool.close()
