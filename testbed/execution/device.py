@@ -3,7 +3,7 @@
 The executor keeps its own copy of the model and of the training data on the device and moves each job's
 starting point (parameters, optimizer state, the strategy's extras) there. The trained parameters go back to
 where the job's parameters came from: the device itself where the server lives there too (a strategy that says
-SERVER_ON_DEVICE, testbed/protocols/placement.py), the CPU otherwise. On the CPU every move is a no-op.
+SERVER_ON_DEVICE, testbed/execution/placement.py), the CPU otherwise. On the CPU every move is a no-op.
 The arithmetic on a GPU (exact float32 by default, or TF32 / bf16) is testbed/execution/precision.py's.
 """
 from __future__ import annotations

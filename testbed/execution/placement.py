@@ -6,8 +6,9 @@ Semantics:
   strategy that reads its tensors on the host (numpy, .item()), and the Ray executor, whose workers are other
   processes. On a CPU-only run everything is on the CPU and nothing moves.
 - On the server's device live the global model, the server optimizer's state, what is broadcast and delivered,
-  the arrivals' decoded updates and the aggregation. What devices keep between rounds (ServerState.clients)
-  stays in host memory, which the client store can spill to disk.
+  the arrivals' decoded updates and the aggregation. What devices keep between rounds (ServerState.clients) is
+  kept where the strategy's finish leaves it (the client store may spill it to disk): on the server's device for
+  a SERVER_ON_DEVICE strategy, though none of the built-ins that declare it keeps any.
 - Evaluation runs on the training device whatever the strategy (the model's parameters copied there when the
   server keeps them on the CPU); the test sets move there once.
 - The crossings to the host, each named where it happens: a codec that encodes to bytes (payload.transmit),
@@ -40,9 +41,14 @@ class Placement:
         device = torch.device(executor.device) if executor.kind in IN_PROCESS else CPU
         return cls(device if strategy.SERVER_ON_DEVICE else CPU, device, executor.precision)
 
+    def here(self, value: Any) -> Any:
+        """`value` (tensors, through dicts, lists and tuples) on the server's device; as it is where that is the
+        CPU, which is where everything was built or read back."""
+        return value if self.server == CPU else moved(value, self.server)
+
     def to_server(self, state: ServerState) -> ServerState:
         """A server state (built or read back from a checkpoint on the CPU) with its model and optimizer state on
         the server's device; the devices' kept state stays where it is."""
         if self.server == CPU:
             return state
-        return replace(state, params=moved(state.params, self.server), optimizer=moved(state.optimizer, self.server))
+        return replace(state, params=self.here(state.params), optimizer=self.here(state.optimizer))

@@ -58,15 +58,16 @@ class Evaluation:
 
     def score(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
         """execution.score of `params` on (x, y), on the evaluation's device and in its precision."""
-        with arithmetic(self.device, self.precision):
-            return score(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device),
-                         self.all_logits)
+        return self._here(score, params, x, y)
 
     def evaluate(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-        """(accuracy, mean cross-entropy) of `params` on (x, y)."""
+        """(accuracy, mean cross-entropy) of `params` on (x, y), as score."""
+        return self._here(evaluate, params, x, y)
+
+    def _here(self, scoring, params: Params, x: torch.Tensor, y: torch.Tensor):
         with arithmetic(self.device, self.precision):
-            return evaluate(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device),
-                            self.all_logits)
+            return scoring(self.model, moved(params, self.device), moved(x, self.device), moved(y, self.device),
+                           self.all_logits)
 
     def scores(self, state: ServerState) -> dict[str, float]:
         """The global model's test accuracy and loss; with local test sets, each device's accuracy on its own

@@ -36,7 +36,6 @@ from testbed.checkpoint import Checkpoint
 from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
 from testbed.execution import TrainJob
-from testbed.execution.device import moved
 from testbed.execution.placement import Placement
 from testbed.flops import compute_seconds, forward_flops_per_sample
 from testbed.network.contention import Waits, phase_wait
@@ -95,7 +94,7 @@ class Kit(TaskPlanning, StopRules):
         self.strategy_rng = np.random.default_rng(stream(seed, Purpose.STRATEGY))  # the strategy's own draws
         self._exp, self._on_round, self._on_checkpoint, self._start = exp, on_round, on_checkpoint, start
         self.placement = Placement.of(self.scenario.executor, exp.strategy)   # where the server's tensors live
-        self._params = moved({n: p.detach().clone() for n, p in exp.model.named_parameters()}, self.placement.server)
+        self._params = self.placement.here({n: p.detach().clone() for n, p in exp.model.named_parameters()})
         self._shapes = {n: p.shape for n, p in self._params.items()}
         server = self.scenario.fleet.profiles[self.scenario.server.profile]
         self._server_flops_per_s = server.peak_flops * server.efficiency
@@ -133,8 +132,7 @@ class Kit(TaskPlanning, StopRules):
         self.selection.bit_generator.state = start.selection
         self.strategy_rng.bit_generator.state = start.strategy_rng
         state = self.placement.to_server(replace(start.state, clients=self._device_state))
-        kept = start.protocol if self.placement.server.type == "cpu" else moved(start.protocol, self.placement.server)
-        return Start(state, start.round, True, start.finished, kept)
+        return Start(state, start.round, True, start.finished, self.placement.here(start.protocol))
 
     # ---- who may take a task ------------------------------------------------------------------------------
     def online(self, t: float) -> np.ndarray:
