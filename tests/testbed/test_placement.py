@@ -290,3 +290,45 @@ def test_sgds_foreach_step_for_a_gpu_is_the_rule_of_the_loop(momentum, weight_de
         torch.testing.assert_close(fused_params[name], params[name])
         torch.testing.assert_close(fused_params[name], ref.detach())
     assert fused_state.keys() == state.keys()
+
+
+USER_STRATEGY = '''
+from dataclasses import dataclass, field
+
+from testbed.algorithms import ServerState, Strategy, weighted_mean
+from testbed.local import LocalSGD
+from testbed.payload import Dense
+
+
+@dataclass(frozen=True)
+class Damped(Strategy):
+    """x + step * (the sample-weighted mean update), written with tensor arithmetic alone."""
+    SERVER_ON_DEVICE = True
+
+    client: LocalSGD
+    step: float = 0.5
+    down: Dense = field(default_factory=Dense)
+    up: Dense = field(default_factory=Dense)
+
+    def aggregate(self, state, round, arrivals, failures):
+        if not arrivals:
+            return state, {}
+        mean = weighted_mean([a.update for a in arrivals], [a.num_samples for a in arrivals])
+        return ServerState({n: p + self.step * mean[n] for n, p in state.params.items()}), {"train_loss": 0.5}
+'''
+
+
+def test_a_users_strategy_declares_server_on_device_as_a_built_in_does(tiny, tmp_path, monkeypatch):
+    """A strategy from the user's module that says SERVER_ON_DEVICE gets the server on the training device, and
+    passes the same meta-device check as the built-ins (docs/extending.md)."""
+    from testbed.schema.run import BatchedExecutor
+
+    (tmp_path / "my_server.py").write_text(USER_STRATEGY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    strategy, _, state, arrivals, failures = _recorded_round(tiny_scenario({"name": "my_server:Damped"}))
+    gpu = BatchedExecutor.model_construct(kind="batched", device="cuda", precision="exact", threads=None,
+                                          max_clients=None, workers=1)
+    assert Placement.of(gpu, strategy).server == torch.device("cuda")
+    moved = [Arrival(a.device, a.num_samples, _meta(a.update), a.metrics) for a in arrivals]
+    new, _ = strategy.aggregate(ServerState(_meta(state.params)), 2, moved, failures)
+    assert all(t.device == META for t in new.params.values())
