@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from os.path import commonpath
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Union
 
 from testbed.errors import TestbedError
 
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 ScenarioLike = Union[str, Path, dict, "Scenario"]
 Overrides = Union[dict, Iterable[str], str]     # {"a.b": value} or ["a.b=value", ...]
 RunFolders = Union[str, Path, "Run", Iterable[Union[str, Path, "Run"]]]
+OnRound = Union[Callable[[dict], object], Iterable[Callable[[dict], object]]]   # testbed/hooks.py
+Tracks = Union[str, Iterable[str]]              # "mlflow" or ["tensorboard", "mlflow=http://host:5000"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +100,8 @@ def validate(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = 
 
 def run(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None, seeds: Iterable[int] | None = None,
         out: str | Path = "runs", quiet: bool = False, resume: bool = False, overwrite: bool = False,
-        plots: bool = True, jobs: int = 1, ray: str | None = None) -> Run | list[Run]:
+        plots: bool = True, jobs: int = 1, ray: str | None = None, on_round: OnRound = (),
+        track: Tracks = ()) -> Run | list[Run]:
     """Run the scenario into out/<name>/<seed>/ and read the folder back (`testbed run`). plots: write its
     report (the time-to-accuracy table tta.csv and the figures) into the folder's plots/, as the command line
     does. quiet: no progress bar. resume: go on from the folder's checkpoint (from round 1 where it has none).
@@ -109,11 +112,22 @@ def run(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None,
     seeds: one run per seed, `jobs` at a time in local processes or as Ray tasks at the address `ray` ('local'
     starts Ray here), with a line as each ends instead of progress bars, and one report over them in
     out/<name>/plots/; returns their Runs in the seeds' order, each holding that report, or raises RunsFailed,
-    which holds those that completed."""
+    which holds those that completed.
+    on_round: a function of a round's row (or several), called each round before the row is written; it returns
+    None to go on, True or a reason (a str) to end the run after this round (testbed/hooks.py). In this process
+    only: not with jobs > 1 or ray. track: trackers the run is logged to as it goes, 'tensorboard', 'mlflow',
+    'wandb', each optionally '=TARGET' (a log folder, a tracking URI, a project; testbed/trackers/)."""
+    from testbed.hooks import checked
+    from testbed.runner import Watch
+
     if resume and overwrite:
         raise TestbedError("resume and overwrite: give one of them (resume goes on with a run, overwrite replaces it)")
+    callbacks, track = checked(on_round), _tracks(track)
+    if callbacks and (jobs > 1 or ray is not None):
+        raise TestbedError("on_round: its functions run in this process; run the seeds with jobs=1 and no ray")
     if seeds is not None:
-        return _run_seeds(scenario, set, seed, list(seeds), out, resume, overwrite, plots, jobs, ray)
+        return _run_seeds(scenario, set, seed, list(seeds), out, resume, overwrite, plots, jobs, ray,
+                          Watch(callbacks, track))
     if jobs > 1 or ray is not None:
         raise TestbedError("jobs and ray run several seeds at once: give seeds too, e.g. seeds=[0, 1, 2]")
     from testbed.runner import run_scenario
@@ -121,8 +135,25 @@ def run(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None,
     validated, source = _validated(scenario, set, seed)
     if _done_before([validated], out, resume, overwrite):
         return replace(load_run(_folder_of(validated, out)), done_before=True)
-    folder, _ = run_scenario(validated, source, out, quiet, resume)
-    return replace(load_run(folder), report=_write_report([folder], folder / "plots") if plots else None)
+    written: list[Report] = []
+
+    def report(folder: Path) -> list[Path]:   # before the trackers finish: the figures are their artifacts
+        written.append(_write_report([folder], folder / "plots"))
+        return list(written[0].files)
+
+    folder, _ = run_scenario(validated, source, out, quiet, resume, Watch(callbacks, track,
+                                                                          report=report if plots else None))
+    return replace(load_run(folder), report=written[0] if written else None)
+
+
+def _tracks(track: Tracks) -> tuple[str, ...]:
+    """The tracker specs, checked before anything runs (a name we do not know, a library not installed)."""
+    track = (track,) if isinstance(track, str) else tuple(track or ())
+    if track:
+        from testbed.trackers import check
+
+        check(list(track))
+    return track
 
 
 def _folder_of(scenario: Scenario, out: str | Path) -> Path:
@@ -144,7 +175,7 @@ def _done_before(scenarios: list[Scenario], out: str | Path, resume: bool, overw
 
 
 def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, seeds: list[int], out: str | Path,
-               resume: bool, overwrite: bool, plots: bool, jobs: int, ray: str | None) -> list[Run]:
+               resume: bool, overwrite: bool, plots: bool, jobs: int, ray: str | None, watch) -> list[Run]:
     from testbed.parallel import Job, progress_printer, run_jobs
 
     if seed is not None:
@@ -155,7 +186,7 @@ def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, s
     validated = [_validated(scenario, overrides, s) for s in seeds]
     done = _done_before([s for s, _ in validated], out, resume, overwrite)
     todo = [(s, source) for s, source in validated if s.seed not in done]
-    outcomes = run_jobs([Job(s, f"{source} (seed {s.seed})", Path(out), resume, f"seed {s.seed}")
+    outcomes = run_jobs([Job(s, f"{source} (seed {s.seed})", Path(out), resume, f"seed {s.seed}", watch)
                          for s, source in todo], jobs, ray, progress_printer(len(todo))) if todo else []
     completed = {o.job.scenario.seed for o in outcomes if o.error is None} | done
     kept = [s for s, _ in validated if s.seed in completed]  # in the seeds' order
@@ -170,20 +201,22 @@ def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, s
 
 
 def sweep(scenario: ScenarioLike, grid: dict[str, Iterable] | Iterable[str], *, set: Overrides = (),
-          out: str | Path = "runs", quiet: bool = False, jobs: int = 1, ray: str | None = None) -> pd.DataFrame:
+          out: str | Path = "runs", quiet: bool = False, jobs: int = 1, ray: str | None = None,
+          track: Tracks = ()) -> pd.DataFrame:
     """Run every combination of the grid (`testbed sweep`): {"algorithm": ["fedavg", "fedlps"], "seed": [0, 1]}
     (or --grid's "KEY=[V1,V2]" strings), each into out/<name>/<name>-<values>/<seed>/, skipping those completed
     before; prints a line per run and the index. Returns the index, out/<name>/sweep.csv: one row per
     combination with its grid values, folder and status. Raises TestbedError at the end where some run did not
-    complete (the others still ran)."""
+    complete (the others still ran). track: as run's, each run one of the sweep's group (named by the sweep)."""
     from testbed import sweeps
 
+    track = _tracks(track)
     if isinstance(grid, dict):
         axes = sweeps.grid_of([(key, list(values) if isinstance(values, (tuple, range)) else values,
                                 f"grid {key!r}") for key, values in grid.items()])
     else:
         axes = sweeps.parse_grid([grid] if isinstance(grid, str) else list(grid))
-    return sweeps.sweep(*_raw(scenario, set, None), axes, out, quiet, jobs, ray)
+    return sweeps.sweep(*_raw(scenario, set, None), axes, out, quiet, jobs, ray, track)
 
 
 def load_run(folder: str | Path) -> Run:

@@ -23,7 +23,8 @@ def _run(args) -> None:
         raise TestbedError("--seed and --seeds: give one of them")
     try:
         result = api.run(args.file, set=args.set or [], seed=args.seed, seeds=args.seeds, out=args.out,
-                         quiet=args.quiet, resume=args.resume, overwrite=args.overwrite, jobs=args.jobs, ray=args.ray)
+                         quiet=args.quiet, resume=args.resume, overwrite=args.overwrite, jobs=args.jobs, ray=args.ray,
+                         track=args.track or ())
     except api.RunsFailed as err:
         _print_seeds(err.runs)
         raise
@@ -100,7 +101,8 @@ def _compare(args) -> None:
 def _sweep(args) -> None:
     from testbed import api
 
-    api.sweep(args.file, args.grid, set=args.set or [], out=args.out, quiet=args.quiet, jobs=args.jobs, ray=args.ray)
+    api.sweep(args.file, args.grid, set=args.set or [], out=args.out, quiet=args.quiet, jobs=args.jobs, ray=args.ray,
+              track=args.track or ())
 
 
 def _models(args) -> None:
@@ -115,6 +117,12 @@ def _jobs(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of jobs; give a whole number >= 1")
     return int(text)
+
+
+def _track_option(command) -> None:
+    command.add_argument("--track", action="append", metavar="TRACKER[=TARGET]",
+                         help="log each run's rounds to tensorboard[=LOGDIR], mlflow[=TRACKING_URI] or wandb[=PROJECT] "
+                         "as it goes (repeatable; each an extra: pip install -e '.[mlflow]')")
 
 
 def _parallel_options(command) -> None:
@@ -150,6 +158,7 @@ def parser() -> argparse.ArgumentParser:
                      "run is refused, and one that holds this scenario's completed run is left as it is")
     run.add_argument("--overwrite", action="store_true", help="delete the run folder's run, if any, and run again")
     _parallel_options(run)
+    _track_option(run)
     run.set_defaults(handler=_run)
     val = sub.add_parser("validate", help="check scenario files without running them")
     val.add_argument("files", nargs="+")
@@ -166,6 +175,7 @@ def parser() -> argparse.ArgumentParser:
     swp.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", help="override a field in every run")
     swp.add_argument("--quiet", action="store_true", help="no progress bars")
     _parallel_options(swp)
+    _track_option(swp)
     swp.set_defaults(handler=_sweep)
     rep = sub.add_parser("report", help="time-to-accuracy tables and plots for run folders, compare's too, as "
                          "report.html (self-contained, sortable tables) and report.md")

@@ -23,14 +23,15 @@ PROTOCOLS = {"sync": run_sync, "async": run_async, "hierarchical": run_hierarchi
 class Engine:
     """Plays a scenario's rounds, handing each round's rows to `on_round` and, every checkpoint.every_rounds
     rounds and after the last, a Checkpoint to `on_checkpoint`; `start`: a checkpoint to go on from; `resources`:
-    the run's device resources, where the caller built them already."""
+    the run's device resources, where the caller built them already; `ask`: shown each round's row before it is
+    written, a reason to end the run after that round, or None (protocols/stopping.py)."""
 
     def __init__(self, exp: Experiment, on_round: Callable[[dict, list[dict]], None],
                  on_checkpoint: Callable[[Checkpoint], None] | None = None, start: Checkpoint | None = None,
-                 resources: Resources | None = None):
+                 resources: Resources | None = None, ask: Callable[[dict], str | None] | None = None):
         self.exp = exp
         self.start = start
-        self.kit = Kit(exp, on_round, on_checkpoint, start, resources)
+        self.kit = Kit(exp, on_round, on_checkpoint, start, resources, ask)
 
     def run(self) -> None:
         env = simpy.Environment(initial_time=self.start.now if self.start else 0)

@@ -23,6 +23,7 @@ from typing import Callable
 
 from testbed import scenario as sc
 from testbed.errors import TestbedError
+from testbed.runner import Watch
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Job:
     out: Path            # root of run folders
     resume: bool
     label: str           # how progress lines name it
+    watch: Watch = Watch()   # its trackers (and, in this process only, its on_round callbacks)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def run_job(job: Job) -> Outcome:
 
     start = time.perf_counter()
     try:
-        run_scenario(job.scenario, job.source, job.out, quiet=True, resume=job.resume)
+        run_scenario(job.scenario, job.source, job.out, quiet=True, resume=job.resume, watch=job.watch)
         error = None
     except TestbedError as err:
         error = str(err)

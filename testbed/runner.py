@@ -4,35 +4,53 @@ A run that fails keeps its rounds: its summary.json says how it ended (failed, i
 """
 from __future__ import annotations
 
+import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from testbed import scenario as sc
 from testbed.errors import TestbedError, write_crash_log
 
 
+@dataclass(frozen=True)
+class Watch:
+    """Who watches a run besides its folder: the on_round callbacks (testbed/hooks.py; in this process only), the
+    trackers (`--track` specs, testbed/trackers/) with the sweep the run belongs to (its trackers' group), and
+    `report`, which writes the run's report into its folder before the trackers keep their artifacts (the files
+    written)."""
+
+    on_round: tuple = ()
+    track: tuple[str, ...] = ()
+    group: str | None = None
+    report: Callable[[Path], list[Path]] | None = None
+
+
 def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", quiet: bool = False,
-                 resume: bool = False) -> tuple[Path, dict]:
+                 resume: bool = False, watch: Watch = Watch()) -> tuple[Path, dict]:
     """Build and run `scenario` (read from `source`, named in errors) into out/<name>/<seed>/ with a progress
     bar; returns the run folder and its summary. A TestbedError in the run closes the folder as failed and
     is raised again naming it; Ctrl-C and crashes close it as interrupted / crashed and go through.
-    resume: go on from the run folder's checkpoint (from round 1 where it has none).
+    resume: go on from the run folder's checkpoint (from round 1 where it has none). watch: callbacks, trackers
+    and the report (Watch).
     The whole run computes on executor.threads torch threads where set (testbed/execution/threads.py)."""
     from testbed.execution.threads import torch_threads
 
     with torch_threads(scenario.executor.threads) as threads:
-        return _run(scenario, source, out, quiet, resume, threads)
+        return _run(scenario, source, out, quiet, resume, threads, watch)
 
 
 def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resume: bool,
-         threads: int) -> tuple[Path, dict]:
+         threads: int, watch: Watch) -> tuple[Path, dict]:
     from tqdm.auto import tqdm  # a notebook gets its own widget, a terminal the text bar
 
     from testbed import checkpoint
     from testbed.engine import Engine
     from testbed.resources import Resources
     from testbed.degenerate import degenerate_warning, ended_early
-    from testbed.runlog import RunWriter, resolved, run_folder
+    from testbed.hooks import asker
+    from testbed.runlog import RunWriter, resolved, run_folder, tables
 
     try:
         exp = sc.build(scenario)
@@ -45,6 +63,8 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
         print(f"resume: dropped {', '.join(writer.dropped)} of {writer.path}, past the checkpoint at round "
               f"{start.round}: the run plays those rounds again", file=sys.stderr)
     uplink = resumed_uplink(writer.path) if start else 0  # the bar's uplink total goes on where it stopped
+    columns = tables(scenario)["rounds.csv"]
+    trackers = _trackers(watch, scenario, writer)
     with tqdm(total=scenario.stop.max_rounds, initial=start.round if start else 0, unit="round",
               desc=scenario.name, disable=quiet) as bar:
         def on_round(record: dict, events: list[dict]) -> None:
@@ -55,32 +75,66 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
             acc = record["accuracy"]
             bar.set_postfix_str(f"sim {record['t_end_s']:.0f}s acc {'-' if acc != acc else f'{acc:.3f}'} "
                                 f"up {uplink / 1e6:.1f}MB")
+            if trackers is not None:
+                trackers.log({column: record.get(column, math.nan) for column in columns})
 
         try:
+            if trackers is not None:
+                trackers.start()   # a tracker that cannot start stops the run before round 1
             writer.facts |= resources.facts() | {"torch_threads": threads}
-            engine = Engine(exp, on_round, writer.checkpoint, start, resources)
+            engine = Engine(exp, on_round, writer.checkpoint, start, resources, asker(watch.on_round, columns))
             engine.run()
             if engine.kit.ran_out_at is not None:  # no device could train again: said, not silent
                 writer.facts |= ended_early(scenario, exp.fleet.availability, engine.kit.ran_out_at,
                                             engine.kit.first_usable_s)
+            if engine.kit.stop_reason is not None:
+                writer.facts["stop_reason"] = engine.kit.stop_reason
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
-            raise TestbedError(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") from None
+            _close(trackers, f"failed: {err}")
+            raise TestbedError(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") \
+                from err.__cause__   # a callback's own exception stays chained; ours are one line
         except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
             crashed = not isinstance(err, (KeyboardInterrupt, OSError))
             if crashed:  # a bug: its traceback in the run folder, for the report (cli.main names the file)
                 err.log_file = write_crash_log(err, writer.path)
+            status = "interrupted" if isinstance(err, KeyboardInterrupt) else \
+                f"{'crashed' if crashed else 'failed'}: {type(err).__name__}: {err}"
             try:
-                writer.close(status="interrupted" if isinstance(err, KeyboardInterrupt)
-                             else f"{'crashed' if crashed else 'failed'}: {type(err).__name__}: {err}")
+                writer.close(status=status)
             except OSError:  # the folder went away or the disk is full: the error itself says what happened
                 pass
+            _close(trackers, status)
             raise
     summary = writer.close()
+    if trackers is not None or watch.report is not None:
+        written = watch.report(writer.path) if watch.report is not None else []
+        if trackers is not None:
+            trackers.finish(summary, [writer.path / name for name in KEPT if (writer.path / name).is_file()]
+                            + list(written))
     warning = degenerate_warning(summary, scenario)
     if warning:
         print(warning, file=sys.stderr)
     return writer.path, summary
+
+
+KEPT = ("scenario.resolved.yaml", "summary.json", "rounds.csv", "events.csv", "devices.csv")  # trackers' artifacts
+
+
+def _trackers(watch: Watch, scenario: sc.Scenario, writer):
+    """The run's trackers (testbed/trackers/), not yet started; None where it has none."""
+    if not watch.track:
+        return None
+    from testbed.trackers import TrackedRun, Trackers
+
+    return Trackers(list(watch.track), TrackedRun(f"{scenario.name}/{scenario.seed}", watch.group, scenario.name,
+                                                  scenario.model_dump(mode="json"), writer.path))
+
+
+def _close(trackers, status: str) -> None:
+    """Close the trackers of a run that did not complete, where it has some (never raising over its error)."""
+    if trackers is not None:
+        trackers.close(status)
 
 
 def resumed_uplink(run: Path) -> int:

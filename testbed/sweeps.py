@@ -24,7 +24,7 @@ from testbed import scenario as sc
 from testbed.errors import TestbedError
 from testbed.parallel import Job, progress_printer, run_jobs
 from testbed.runlog import first_difference, run_folder
-from testbed.runner import run_scenario
+from testbed.runner import Watch, run_scenario
 
 ALIASES = {"algorithm": "algorithm.name"}   # --grid algorithm=[...] sets the algorithm's name
 INDEX = "sweep.csv"
@@ -137,11 +137,12 @@ def write_index(combinations: list[Combination], path: Path) -> pd.DataFrame:
 
 
 def sweep(raw: dict, source: str, base_dir: Path, grid: dict[str, list], out: str | Path = "runs",
-          quiet: bool = False, jobs: int = 1, ray_address: str | None = None) -> pd.DataFrame:
+          quiet: bool = False, jobs: int = 1, ray_address: str | None = None,
+          track: tuple[str, ...] = ()) -> pd.DataFrame:
     """Run every combination not yet completed, from its checkpoint where a run stopped (from round 1 where it
     has none), then print the index. The index is rewritten after each run, so that it tells where a stopped
     sweep was. jobs > 1 runs that many at once in local processes, ray_address as Ray tasks (testbed/parallel.py);
-    the tables are those of a serial sweep. Returns the index (sweep.csv's rows); raises TestbedError at the end
+    the tables are those of a serial sweep. track: each run tracked (testbed/trackers/), the sweep its group. Returns the index (sweep.csv's rows); raises TestbedError at the end
     when some runs did not complete (their folders keep what they did)."""
     root, combinations = plan(raw, source, base_dir, grid, out)
     index_path = root / INDEX
@@ -155,12 +156,13 @@ def sweep(raw: dict, source: str, base_dir: Path, grid: dict[str, list], out: st
         before = combo.status
         doing = "running into" if before == NOT_STARTED else f"resuming ({before.split(':')[0]}) in"
         print(f"[{n}/{len(combinations)}] {where}: {doing} {combo.folder}", flush=True)
-        job = Job(combo.scenario, f"{source} ({where})", root, resume=True, label=where)
+        job = Job(combo.scenario, f"{source} ({where})", root, resume=True, label=where,
+                  watch=Watch(track=tuple(track), group=root.name))
         if jobs > 1 or ray_address is not None:
             todo.append(job)
             continue
         try:
-            run_scenario(combo.scenario, job.source, root, quiet, resume=True)
+            run_scenario(combo.scenario, job.source, root, quiet, resume=True, watch=job.watch)
         except TestbedError as err:  # the run's folder says so; the other combinations still run
             print(f"  {err}", file=sys.stderr)
         finally:

@@ -198,9 +198,7 @@ class AsyncServer:
         rows = [(t, "done", t.plan.phases, tau) for t, tau in buffer]
         rows += [(t, why, t.plan.phases, None) for t, why in self.window.ended]
         if final:
-            rows += [(t, "unfinished", t.plan.cut_at(now), None) for _, t in sorted(self.in_flight.items())]
-            kit.ended(r, now, [Outcome(d, t.task.round, "cut", t.plan.phases[0].start_s, now)
-                               for d, t in sorted(self.in_flight.items())])
+            rows += self._cut(r, now)
         outcomes = [outcome for _, outcome, _, _ in rows]
         staleness = [tau for _, tau in buffer]
         n_online, excluded = kit.census(now)
@@ -213,9 +211,10 @@ class AsyncServer:
         row |= {"stale": outcomes.count("stale"), "unfinished": outcomes.count("unfinished"),
                 "staleness_mean": float(np.mean(staleness)) if staleness else math.nan,
                 "staleness_max": max(staleness) if staleness else math.nan, **scores}
-        events = [kit.event_row(r, p, outcome, t.task, t.timeline) | {"task": t.number, "version": t.version,
-                                                          "staleness": math.nan if tau is None else tau}
-                  for t, outcome, phases, tau in rows for p in phases]
+        events = self._events(r, rows)
+        if kit.asked_to_stop(row) and not final:   # the on_round callbacks end the run here
+            final = True
+            self._cut_in_flight(r, now, row, events)
         kit.write(row, events)
         kit.check_finite(r, metrics, scores)
         self.window = Window(now)
@@ -223,6 +222,27 @@ class AsyncServer:
         if final:
             self._checkpoint(finished=True)
         return final
+
+    def _events(self, r: int, rows: list) -> list[dict]:
+        """events.csv's rows of aggregation r's tasks: (task, outcome, its phases, staleness or None) each."""
+        return [self.kit.event_row(r, p, outcome, t.task, t.timeline) | {"task": t.number, "version": t.version,
+                                                                          "staleness": math.nan if tau is None else tau}
+                for t, outcome, phases, tau in rows for p in phases]
+
+    def _cut_in_flight(self, r: int, now: float, row: dict, events: list[dict]) -> None:
+        """Aggregation r, its row and events built, becomes the run's last (the on_round callbacks asked): the tasks
+        in flight are cut at `now` as at the run's end ('unfinished', their work wasted), counted into the row and
+        added to the events."""
+        cut = self._cut(r, now)
+        self.kit.add_spent(row, ((p, t.timeline, True) for t, _, phases, _ in cut for p in phases))
+        row["unfinished"] += len(cut)
+        events += self._events(r, cut)
+
+    def _cut(self, r: int, now: float) -> list:
+        """The tasks in flight cut at `now`, the run's end, as the server saw them: their rows (outcome 'unfinished')."""
+        in_flight = sorted(self.in_flight.items())
+        self.kit.ended(r, now, [Outcome(d, t.task.round, "cut", t.plan.phases[0].start_s, now) for d, t in in_flight])
+        return [(t, "unfinished", t.plan.cut_at(now), None) for _, t in in_flight]
 
     def _trained(self, buffer: list[tuple[InFlight, int]]) -> list:
         """The buffer's updates trained, as the strategy aggregates them: FedBuff's s(tau) Delta (each update times

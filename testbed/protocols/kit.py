@@ -17,7 +17,7 @@ each task's clock first and trains only what the server will use. For everything
 - the run folder: `round_row` (a row of rounds.csv), `event_row` (a row of events.csv), `scores` (evaluation,
   when due), `write` (hand a round's rows on), `close_round` (a synchronous round's end: scored, written,
   checked, checkpointed where due);
-- the rules (stopping.py): `out_of_time`, `is_last`, `reached_target` (when to stop), `checkpoint_due`, and
+- the rules (stopping.py): `out_of_time`, `is_last`, `reached_target`, `asked_to_stop` (when to stop), `checkpoint_due`, and
   `check_finite` (a diverged model stops the run); and `checkpoint`.
 """
 from __future__ import annotations
@@ -81,12 +81,14 @@ def scaled(updates: list[Params], weights: list[float]) -> list[Params]:
 class Kit(TaskPlanning, StopRules):
     """The shared pieces of one run, handed to its protocol. `on_round` receives each round's row and event rows,
     `on_checkpoint` a Checkpoint (where it is given); `start`: a checkpoint to go on from; `resources`: the run's
-    device resources, where the caller built them already."""
+    device resources, where the caller built them already; `ask`: shown each row before it is written, a reason
+    to stop the run after it or None (stopping.py)."""
 
     def __init__(self, exp: Experiment, on_round: Callable[[dict, list[dict]], None],
                  on_checkpoint: Callable[[Checkpoint], None] | None = None, start: Checkpoint | None = None,
-                 resources: Resources | None = None):
+                 resources: Resources | None = None, ask: Callable[[dict], str | None] | None = None):
         self.scenario: Scenario = exp.scenario
+        self.ask = ask
         self.fleet: devices.Fleet = exp.fleet
         self.strategy: Strategy = exp.strategy
         seed = self.scenario.seed
@@ -317,6 +319,11 @@ class Kit(TaskPlanning, StopRules):
             row |= {"depleted": depleted, "battery": self._resources.battery_rows(r, t_end)}
         return row
 
+    def add_spent(self, row: dict, phases: Iterable[tuple[Phase, Timeline | None, bool]]) -> None:
+        """Count more phases into a row round_row built (tasks cut after it was built): sums, and the longest wait."""
+        for column, value in self._spent(phases).items():
+            row[column] = max(row[column], value) if column == "network_wait_max_s" else row[column] + value
+
     def _spent(self, phases: Iterable[tuple[Phase, Timeline | None, bool]]) -> dict[str, int]:
         """Bytes and FLOPs of these phases, spent and wasted; and their joules where energy is accounted."""
         spent = {"bytes_down": 0, "bytes_up": 0, "flops": 0, "wasted_bytes": 0, "wasted_flops": 0}
@@ -366,12 +373,14 @@ class Kit(TaskPlanning, StopRules):
     def close_round(self, r: int, state: ServerState, metrics: dict, row: dict, events: list[dict],
                     t_previous: float, now: float) -> bool:
         """The end of synchronous round r at `now` (the previous one ended at t_previous): the model scored where
-        due, the round's rows written, the model checked, a checkpoint where due; True where the run stops here
-        (the target reached)."""
+        due, the row shown to the on_round callbacks and written, the model checked, a checkpoint where due; True
+        where the run stops here (the target reached, or the callbacks asked)."""
         scores = self.scores(state, r, t_previous, now, final=self.is_last(r))
-        self.write(row | scores, events)
+        row |= scores
+        asked = self.asked_to_stop(row)
+        self.write(row, events)
         self.check_finite(r, metrics, scores)
-        if self.reached_target(scores):
+        if asked or self.reached_target(scores):
             return True
         if not self.is_last(r) and self.checkpoint_due(r - 1, r):
             self.checkpoint(r, now, state, finished=False)

@@ -1,9 +1,12 @@
 """When a run stops and when it keeps a checkpoint: the rules every protocol asks of its kit (kit.py), read off the
-scenario's `stop` and `checkpoint` sections, and the run's early end where no device can train again.
+scenario's `stop` and `checkpoint` sections, the run's early end where no device can train again, and a stop asked
+for by the run's on_round callbacks (the Python API's `on_round=`, testbed/hooks.py).
 """
 from __future__ import annotations
 
 import math
+
+from typing import Callable
 
 from testbed.errors import TestbedError
 from testbed.scenario import Scenario
@@ -15,6 +18,18 @@ class StopRules:
     scenario: Scenario
     ran_out_at: float | None = None      # see ran_out_of_devices
     first_usable_s: float | None = None
+    ask: Callable[[dict], str | None] | None = None   # the on_round callbacks: a reason to stop, or None
+    stop_reason: str | None = None       # the reason they gave, where they asked the run to stop
+
+    def asked_to_stop(self, row: dict) -> bool:
+        """Show the on_round callbacks a round's (aggregation's) row before it is written: whether they ask the run
+        to end after it (their reason kept in stop_reason). Called for every row, the run's last included."""
+        if self.ask is None:
+            return False
+        reason = self.ask(row)
+        if reason is not None:
+            self.stop_reason = reason
+        return reason is not None
 
     def ran_out_of_devices(self, t: float, first_usable_s: float | None = None) -> None:
         """The run ends at t, before its stop, because no device will be able to train again, or (a synchronous
