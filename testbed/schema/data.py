@@ -34,7 +34,33 @@ class Natural(Strict):
     kind: Literal["natural"]
 
 
-Partition = Annotated[Union[IID, Dirichlet, Shards, Natural], Field(discriminator="kind")]
+class Flwr(Strict):
+    """One of Flower Datasets' partitioners by class name (or 'package.module:Class'), with its keyword options;
+    testbed/data/flower_partition.py. Needs the hf extra; checked here without data, on the data in the run."""
+
+    kind: Literal["flwr"]
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _known_partitioner(cls, name: str) -> str:
+        from testbed.schema.partitioners import partitioner_class
+
+        partitioner_class(name)   # a PartitionError is a ValueError: pydantic puts the field in front
+        return name
+
+    @field_validator("options")
+    @classmethod
+    def _partitioner_takes_these(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from testbed.schema.partitioners import check
+
+        if "name" in info.data:   # else the name was refused already
+            check(info.data["name"], options)
+        return options
+
+
+Partition = Annotated[Union[IID, Dirichlet, Shards, Natural, Flwr], Field(discriminator="kind")]
 
 
 class ClientSplit(Strict):
