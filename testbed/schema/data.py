@@ -94,13 +94,23 @@ def _model_factory(found, name: str) -> None:
 
 
 class Data(Strict):
-    name: pluggable("dataset", DATASETS, _dataset_loader)   # a bundled or on-disk dataset, or a loader of yours
+    name: pluggable("dataset", DATASETS, _dataset_loader)   # a bundled, on-disk or Hub (hf) dataset, or a loader of yours
     root: Path | None = None                        # folder of an on-disk dataset, relative to the scenario
     options: dict[str, Any] = Field(default_factory=dict)   # the loader's keyword options, e.g. split: letters
     partition: Partition = IID()
     min_samples_per_client: PositiveInt = 1
     client_split: ClientSplit = ClientSplit()
     server: ServerData | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _settle_hub_data(cls, data: Any, info: ValidationInfo) -> Any:
+        """An `hf` dataset's revision resolved and its partitioner moved to data.partition (schema/hub.py)."""
+        if isinstance(data, dict) and data.get("name") == "hf":
+            from testbed.schema.hub import settle
+
+            return settle(data, info)
+        return data
 
     @field_validator("root")
     @classmethod

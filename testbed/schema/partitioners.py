@@ -10,15 +10,13 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from testbed.schema.common import FieldError
+
 INSTALL = 'pip install -e ".[hf]"'
 
 
-class PartitionError(ValueError):
+class PartitionError(FieldError):
     """A refusal of `data.partition.<field>`, in one line."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
 
 
 def partitioner_class(name: str) -> type:
