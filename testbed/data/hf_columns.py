@@ -8,6 +8,7 @@ Semantics:
   over train and test together.
 - The input columns are the one(s) named (options.features), else the first of FEATURE_NAMES there is, else the
   first image column, else every numeric column but the label and the clients (a table: one feature a column).
+  A column of {bytes, path} structs (a parquet file written without the datasets metadata) is read as images.
 - Images become (N, C, H, W) float32: pixels / 255, then per channel minus the mean and divided by the std of the
   training split's pixels (population std; a constant channel is divided by 1). All grayscale ('L', '1', 'I',
   'F'): one channel; otherwise every image is converted to RGB: three. Images of different sizes are refused.
@@ -65,6 +66,8 @@ def inputs(train, test, columns: list[str], where: str) -> tuple[torch.Tensor, t
     """The training and test inputs, float32: images normalised, numbers as they are."""
     import datasets
 
+    if len(columns) == 1 and _image_bytes(train.features[columns[0]]):   # parquet written without the Hub's metadata
+        train, test = (split.cast_column(columns[0], datasets.Image()) for split in (train, test))
     if len(columns) == 1 and isinstance(train.features[columns[0]], datasets.Image):
         return _images(list(train[columns[0]]), list(test[columns[0]]), columns[0], where)
     for column in columns:
@@ -112,6 +115,11 @@ def _present(split, column: str, where: str, option: str) -> str:
         raise ValueError(f"{where}: no column '{column}' (data.options.{option}); it has: "
                          f"{', '.join(split.column_names)}")
     return column
+
+
+def _image_bytes(feature: Any) -> bool:
+    """A struct of the encoded image's bytes and path: how an image column reads without the datasets metadata."""
+    return isinstance(feature, dict) and set(feature) == {"bytes", "path"}
 
 
 def _numeric(feature: Any) -> bool:
