@@ -164,3 +164,23 @@ def test_a_hub_name_resolves_to_the_hubs_sha_online_and_to_the_cached_ref_offlin
     assert "cannot reach the Hugging Face Hub for 'owner/elsewhere' (no network?) and" in message
     assert sc.validate(hub_scenario("owner/pinned", revision="v1"), "s").data.options["revision"] == "v1"
     hub.hub_sha.cache_clear()
+
+
+def test_the_example_hub_scenario_validates_where_the_hub_answers(monkeypatch):
+    """examples/hub_cifar10.yaml (docs/data_hub.md) with the Hub's answer stubbed: its revision is resolved and its
+    partitioner moved to data.partition."""
+    from helpers import ROOT
+    from huggingface_hub import HfApi, constants
+
+    class Info:
+        sha = "c0ffee00" * 5
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(HfApi, "dataset_info", lambda self, name, timeout=None: Info())
+    hub.hub_sha.cache_clear()
+    data = sc.load(ROOT / "examples" / "hub_cifar10.yaml").data
+    hub.hub_sha.cache_clear()
+    assert data.options == {"dataset": "uoft-cs/cifar10", "revision": Info.sha}
+    assert data.partition.model_dump() == {"kind": "flwr", "name": "DirichletPartitioner",
+                                           "options": {"alpha": 0.5, "partition_by": "label"}}
