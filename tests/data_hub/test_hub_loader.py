@@ -138,16 +138,26 @@ def test_without_the_extra_the_loader_says_what_to_install(tmp_path, monkeypatch
         load_hf.__wrapped__(str(folder))
 
 
-def test_a_hub_name_resolves_to_the_hubs_sha_online_and_to_the_cached_ref_offline(tmp_path, monkeypatch):
-    from huggingface_hub import HfApi, constants
+class Info:
+    sha = "0123abcd" * 5
 
-    class Info:
-        sha = "0123abcd" * 5
+
+@pytest.fixture
+def online(monkeypatch):
+    """The Hub reachable, its answer stubbed: every dataset's main branch is at Info.sha."""
+    from huggingface_hub import HfApi, constants
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(HfApi, "dataset_info", lambda self, name, timeout=None: Info())
     hub.hub_sha.cache_clear()
+    yield
+    hub.hub_sha.cache_clear()
+
+
+def test_a_hub_name_resolves_to_the_hubs_sha_online_and_to_the_cached_ref_offline(tmp_path, monkeypatch, online):
+    from huggingface_hub import HfApi, constants
+
     assert sc.validate(hub_scenario("owner/online"), "s").data.options["revision"] == Info.sha
 
     def unreachable(self, name, timeout=None):
@@ -166,21 +176,12 @@ def test_a_hub_name_resolves_to_the_hubs_sha_online_and_to_the_cached_ref_offlin
     hub.hub_sha.cache_clear()
 
 
-def test_the_example_hub_scenario_validates_where_the_hub_answers(monkeypatch):
+def test_the_example_hub_scenario_validates_where_the_hub_answers(online):
     """examples/hub_cifar10.yaml (docs/data_hub.md) with the Hub's answer stubbed: its revision is resolved and its
     partitioner moved to data.partition."""
     from helpers import ROOT
-    from huggingface_hub import HfApi, constants
 
-    class Info:
-        sha = "c0ffee00" * 5
-
-    monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(HfApi, "dataset_info", lambda self, name, timeout=None: Info())
-    hub.hub_sha.cache_clear()
     data = sc.load(ROOT / "examples" / "hub_cifar10.yaml").data
-    hub.hub_sha.cache_clear()
     assert data.options == {"dataset": "uoft-cs/cifar10", "revision": Info.sha}
     assert data.partition.model_dump() == {"kind": "flwr", "name": "DirichletPartitioner",
                                            "options": {"alpha": 0.5, "partition_by": "label"}}
