@@ -58,16 +58,19 @@ def build(scenario: Scenario) -> Experiment:
             raise TestbedError(f"data.partition: dataset '{dataset.name}' has no natural clients; "
                                "use iid, dirichlet or shards")
         params["clients"] = dataset.train_clients[pool]
+    if partition.kind == "flwr" and dataset.train_clients is not None:  # a partition_by other than the label
+        params["clients"] = dataset.train_clients[pool]
     try:
         parts = PARTITIONERS[partition.kind](labels[pool], fleet.n,
                                              np.random.default_rng(stream(seed, Purpose.PARTITION)),
                                              min_samples=scenario.data.min_samples_per_client, **params)
-    except ValueError as err:
-        raise TestbedError(f"data.partition: {err}") from None
+    except ValueError as err:  # Flower's partitioners name the field below data.partition (PartitionError)
+        field = getattr(err, "field", "")
+        raise TestbedError(f"data.partition{'.' if field else ''}{field}: {err}") from None
     parts = [pool[p] for p in parts]  # back to indices of the training set
     split = scenario.data.client_split
     clients = assign(dataset, parts, np.random.default_rng(stream(seed, Purpose.CLIENT_SPLIT)),
-                     split.validation_fraction, split.test_fraction, natural=partition.kind == "natural")
+                     split.validation_fraction, split.test_fraction, natural=_one_client_a_device(partition, params))
     shared = None if server is None else SharedData(
         dataset.train_x[torch.from_numpy(server)], dataset.train_y[torch.from_numpy(server)],
         np.bincount(labels[server], minlength=dataset.num_classes),
@@ -87,6 +90,13 @@ def build(scenario: Scenario) -> Experiment:
         lambda: initial_accuracy(model, dataset, clients)))
     executor = _executor(scenario, model, dataset)
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, shared)
+
+
+def _one_client_a_device(partition, params: dict) -> bool:
+    """Whether each device holds one natural client's samples (its local test set can be that client's test data):
+    the natural partition, or Flower's NaturalIdPartitioner on the clients column."""
+    return partition.kind == "natural" or (partition.kind == "flwr" and partition.name == "NaturalIdPartitioner"
+                                           and "clients" in params)
 
 
 def _executor(scenario: Scenario, model: torch.nn.Module, dataset: Dataset):

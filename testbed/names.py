@@ -42,6 +42,8 @@ DATASETS = Registry({
     "svhn": "testbed.data.svhn:load_svhn",
     "femnist": "testbed.data.leaf:load_femnist",
     "shakespeare_leaf": "testbed.data.leaf:load_shakespeare_leaf",
+    # Flower Datasets / the Hugging Face Hub, or a local parquet file, parquet folder or imagefolder: ".[hf]"
+    "hf": "testbed.data.hf:load_hf",
 })
 
 # What each built-in loader takes by name (`data.options`; "root": read from that folder, which it needs), so
@@ -53,6 +55,7 @@ DATASET_PARAMETERS = {
     "synthetic": ("alpha", "beta", "num_clients", "dim", "num_classes", "seed"),
     "mnist": ("root",), "fashion_mnist": ("root",), "emnist": ("root", "split"), "cifar10": ("root",),
     "cifar100": ("root", "labels"), "svhn": ("root",), "femnist": ("root",), "shakespeare_leaf": ("root",),
+    "hf": ("dataset", "revision", "features", "label", "clients", "train_split", "test_split", "test_fraction"),
 }
 
 # factory(sample_shape, num_classes, width) -> nn.Module

@@ -7,7 +7,9 @@ Semantics:
 - The file is `<cache dir>/<dataset>-<key>.npz`. The cache dir is $TESTBED_CACHE_DIR, else
   $XDG_CACHE_HOME/testbed, else ~/.cache/testbed. The key hashes the source package's version, the loader's own
   source file and the loader's arguments, so a new package release, a changed loader or other options build a
-  new file; an older file is simply no longer read.
+  new file; an older file is simply no longer read. A loader whose data can change under the same arguments (a
+  Hub dataset, a local folder: the hf loader) gives `revision`, a function of its arguments that names the data's
+  version (a commit sha, a fingerprint of the files); the key holds that too, so new data builds a new file.
 - It is written to a temporary file in the same folder and renamed into place (atomic on POSIX), so two runs
   that build it at once each write whole files and a reader never sees half of one.
 - A file that cannot be read back (truncated, garbled, missing arrays) is rebuilt, with a one-line warning.
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -40,8 +43,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "testbed"
 
 
-def cached(package: str):
-    """Decorate a bundled dataset's loader: read its result from the cache, building the file on a miss."""
+def cached(package: str, revision: Callable[[dict], str] | None = None):
+    """Decorate a bundled dataset's loader: read its result from the cache, building the file on a miss.
+    `revision(arguments)`, where given, names the version of the data those arguments read (it joins the key)."""
 
     def decorate(loader):
         source = Path(inspect.getsourcefile(loader)).read_bytes()
@@ -51,8 +55,10 @@ def cached(package: str):
         def load(*args, **kwargs) -> Dataset:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            key = hashlib.sha256(repr((importlib.metadata.version(package), source, sorted(bound.arguments.items())))
-                                 .encode()).hexdigest()[:16]
+            parts = (importlib.metadata.version(package), source, sorted(bound.arguments.items()))
+            if revision is not None:   # only then: the bundled datasets' keys (and files) stay as they were
+                parts += (revision(bound.arguments),)
+            key = hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
             path = cache_dir() / f"{loader.__name__.removeprefix('load_')}-{key}.npz"
             if path.exists():
                 try:

@@ -1,5 +1,6 @@
-"""Split a training set's indices among clients: IID, Dirichlet over labels, label shards, or the dataset's
-natural clients; split each client's data into train / validation / test; measure how non-IID a split is.
+"""Split a training set's indices among clients: IID, Dirichlet over labels, label shards, the dataset's
+natural clients, or one of Flower Datasets' partitioners (flwr, the hf extra); split each client's data into
+train / validation / test; measure how non-IID a split is.
 
 Each partitioner takes the labels, the number of clients and a numpy Generator, and returns one index array
 per client. Every client gets at least `min_samples` samples: a device with no data would train for zero
@@ -66,21 +67,39 @@ def natural(labels: np.ndarray, n_clients: int, rng: np.random.Generator, client
     if clients.shape != (len(labels),):
         raise ValueError(f"natural partition: {len(clients)} client ids for {len(labels)} training samples")
     ids, counts = np.unique(clients, return_counts=True)
-    eligible = ids[counts >= min_samples]
-    if n_clients > len(eligible):
-        which = "" if len(eligible) == len(ids) else f" with at least {min_samples} training samples"
-        raise ValueError(f"the dataset has only {len(eligible)} natural clients{which}; "
-                         f"use at most {len(eligible)} devices")
-    if n_clients < 1:
-        raise ValueError("the natural partition needs at least one device")
-    chosen = eligible if n_clients == len(eligible) else np.sort(rng.choice(eligible, n_clients, replace=False))
+    chosen = draw_clients(ids, counts, n_clients, rng, min_samples, "the dataset has only {} natural clients{}")
     order = np.argsort(clients, kind="stable")  # indices grouped by client, ascending within each client
     starts = np.searchsorted(clients[order], chosen, side="left")
     ends = np.searchsorted(clients[order], chosen, side="right")
     return [order[a:b].astype(np.int64) for a, b in zip(starts, ends)]
 
 
-PARTITIONERS = {"iid": iid, "dirichlet": dirichlet, "shards": shards, "natural": natural}
+def draw_clients(ids: np.ndarray, counts: np.ndarray, n_clients: int, rng: np.random.Generator, min_samples: int,
+                 too_few: str) -> np.ndarray:
+    """The ids (ascending, with their sample `counts`) that become the devices: all of them where there are as many
+    as devices, else `n_clients` drawn with `rng` without replacement among those with at least `min_samples`
+    samples, in ascending order. `too_few` words the refusal of too many devices: it is formatted with the number
+    of eligible ids and a qualifier. The `natural` partition and Flower's partitioners (flower_partition.py) share
+    it, so Flower's NaturalIdPartitioner gives the devices our `natural` partition gives."""
+    eligible = ids[counts >= min_samples]
+    if n_clients > len(eligible):
+        which = "" if len(eligible) == len(ids) else f" with at least {min_samples} training samples"
+        raise ValueError(f"{too_few.format(len(eligible), which)}; use at most {len(eligible)} devices")
+    if n_clients < 1:
+        raise ValueError("the natural partition needs at least one device")
+    return eligible if n_clients == len(eligible) else np.sort(rng.choice(eligible, n_clients, replace=False))
+
+
+def flwr(labels: np.ndarray, n_clients: int, rng: np.random.Generator, name: str, options: dict,
+         min_samples: int = 1, clients: np.ndarray | None = None) -> list[np.ndarray]:
+    """Flower Datasets' partitioner `name` with `options` (testbed/data/flower_partition.py, imported here so that
+    this module needs neither Flower nor datasets)."""
+    from testbed.data.flower_partition import partition
+
+    return partition(labels, n_clients, rng, name, options, min_samples, clients)
+
+
+PARTITIONERS = {"iid": iid, "dirichlet": dirichlet, "shards": shards, "natural": natural, "flwr": flwr}
 
 
 def split_clients(parts: list[np.ndarray], rng: np.random.Generator, val_fraction: float,

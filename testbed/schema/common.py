@@ -9,6 +9,15 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from testbed import plugins
 
 Fraction = Annotated[float, Field(ge=0, lt=1)]
+
+
+class FieldError(ValueError):
+    """A refusal in one line of the field `field` below a section (data.partition's `options`, data's
+    `options.revision`), raised where the section's name is not known: the caller puts the section in front."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
 Capability = Annotated[float, Field(gt=0, le=1)]
 
 

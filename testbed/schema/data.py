@@ -34,7 +34,33 @@ class Natural(Strict):
     kind: Literal["natural"]
 
 
-Partition = Annotated[Union[IID, Dirichlet, Shards, Natural], Field(discriminator="kind")]
+class Flwr(Strict):
+    """One of Flower Datasets' partitioners by class name (or 'package.module:Class'), with its keyword options;
+    testbed/data/flower_partition.py. Needs the hf extra; checked here without data, on the data in the run."""
+
+    kind: Literal["flwr"]
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _known_partitioner(cls, name: str) -> str:
+        from testbed.schema.partitioners import partitioner_class
+
+        partitioner_class(name)   # a PartitionError is a ValueError: pydantic puts the field in front
+        return name
+
+    @field_validator("options")
+    @classmethod
+    def _partitioner_takes_these(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from testbed.schema.partitioners import check
+
+        if "name" in info.data:   # else the name was refused already
+            check(info.data["name"], options)
+        return options
+
+
+Partition = Annotated[Union[IID, Dirichlet, Shards, Natural, Flwr], Field(discriminator="kind")]
 
 
 class ClientSplit(Strict):
@@ -68,13 +94,23 @@ def _model_factory(found, name: str) -> None:
 
 
 class Data(Strict):
-    name: pluggable("dataset", DATASETS, _dataset_loader)   # a bundled or on-disk dataset, or a loader of yours
+    name: pluggable("dataset", DATASETS, _dataset_loader)   # a bundled, on-disk or Hub (hf) dataset, or a loader of yours
     root: Path | None = None                        # folder of an on-disk dataset, relative to the scenario
     options: dict[str, Any] = Field(default_factory=dict)   # the loader's keyword options, e.g. split: letters
     partition: Partition = IID()
     min_samples_per_client: PositiveInt = 1
     client_split: ClientSplit = ClientSplit()
     server: ServerData | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _settle_hub_data(cls, data: Any, info: ValidationInfo) -> Any:
+        """An `hf` dataset's revision resolved and its partitioner moved to data.partition (schema/hub.py)."""
+        if isinstance(data, dict) and data.get("name") == "hf":
+            from testbed.schema.hub import settle
+
+            return settle(data, info)
+        return data
 
     @field_validator("root")
     @classmethod
