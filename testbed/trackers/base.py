@@ -43,19 +43,19 @@ def killed(status: str) -> bool:
     return status.startswith("interrupted")
 
 
-def flat(value, prefix: str = "") -> dict[str, object]:
+def flat(value, prefix: str = "", nulls: bool = False) -> dict[str, object]:
     """A nested dict as {dotted key: value}: lists holding dicts by index (fleet.groups.0.profile), other lists kept
-    whole; None and empty dicts left out (a blank in a tracker's table reads as null; the run folder's
-    scenario.resolved.yaml has them)."""
+    whole; empty dicts left out, and None unless `nulls` (a blank in a tracker's table reads as null; the run
+    folder's scenario.resolved.yaml has them)."""
     out: dict[str, object] = {}
     items = (value.items() if isinstance(value, dict)
              else enumerate(value) if isinstance(value, list) and any(isinstance(v, dict) for v in value) else None)
     if items is None:
-        if value is not None:
+        if value is not None or nulls:
             out[prefix] = value
         return out
     for key, inner in items:
-        out |= flat(inner, f"{prefix}.{key}" if prefix else str(key))
+        out |= flat(inner, f"{prefix}.{key}" if prefix else str(key), nulls)
     return out
 
 

@@ -17,7 +17,8 @@ SummaryWriter.add_hparams would), flattened to dotted keys (numbers, bools and s
 nulls left out), the session's group = the sweep's name; no experiment summary, so that TensorBoard builds the
 HPARAMS table from all the runs' hparams, with their metrics' last values. The end: the summary's numbers as scalars
 `summary/<key>` at the last round's step, the whole summary as a text `summary` (a table), and the session's status:
-success; failure (a failed run), aborted (interrupted).
+success; failure (a failed run); unknown (interrupted: the plugin has no "aborted"), with the status as a text
+`status`.
 TensorBoard keeps no files: finish() ignores them (the run folder has them).
 """
 from __future__ import annotations
@@ -68,7 +69,7 @@ class TensorBoardTracker(Tracker):
         self.writer.file_writer.add_summary(
             Summary(value=[Summary.Value(tag=f"summary/{k}", simple_value=v) for k, v in numbers.items()]),
             self.last_step)
-        rows = "\n".join(f"| {k} | {text(v)} |" for k, v in flat(summary).items())
+        rows = "\n".join(f"| {k} | {text(v)} |" for k, v in flat(summary, nulls=True).items())
         self.writer.add_text("summary", f"| key | value |\n| --- | --- |\n{rows}", self.last_step)
         self.end("STATUS_SUCCESS")
 
@@ -76,7 +77,7 @@ class TensorBoardTracker(Tracker):
         if getattr(self, "writer", None) is None:  # start failed before the writer was made
             return
         self.writer.add_text("status", status, self.last_step)
-        self.end("STATUS_ABORTED" if killed(status) else "STATUS_FAILURE")
+        self.end("STATUS_UNKNOWN" if killed(status) else "STATUS_FAILURE")
 
     def end(self, status: str) -> None:
         from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from tracker_cases import EXPECTED, FLAT, NEVER, PARAMS, ROWS, SUMMARY, files, play, tracked_run
+from tracker_cases import EXPECTED, FLAT, NEVER, PARAMS, ROWS, SUMMARY, play, tracked_run
 
 from testbed import trackers
 from testbed.errors import TestbedError
