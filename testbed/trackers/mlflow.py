@@ -29,6 +29,7 @@ import re
 import socket
 import time
 import urllib.parse
+import warnings
 from pathlib import Path
 
 from testbed.errors import TestbedError
@@ -49,8 +50,10 @@ class MlflowTracker(Tracker):
         self.pending = []  # the async log_batch calls not yet known to be written
         self.uri, self.artifacts = self.where()
         self.probe()
-        self.client = MlflowClient(self.uri)
-        experiment = self.experiment()
+        with warnings.catch_warnings():  # SQLAlchemy's deprecations inside MLflow's store: not the user's to fix
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            self.client = MlflowClient(self.uri)
+            experiment = self.experiment()
         self.run_id = self.client.create_run(experiment, run_name=self.run.name, tags={
             "testbed.scenario": self.run.scenario, "testbed.group": self.run.group or "",
             "testbed.folder": str(self.run.folder)}).info.run_id
