@@ -35,6 +35,7 @@ def store(tmp_path_factory):
             trackers.start()  # no rows: a run that logged asynchronously takes MLflow a second to end
             trackers.close(end)
         run = dataclasses.replace(tracked_run(out, name="broken/0"), scenario="bad")
+        mp.setattr("testbed.trackers.mlflow.FLUSH_S", 0.0)  # each round sent as it comes: round 2's send breaks
         trackers = Trackers([f"mlflow={out}"], run)
         trackers.start()
         trackers.log(ROWS[0])
@@ -46,6 +47,22 @@ def store(tmp_path_factory):
     ids = {r.info.run_name: r.info.run_id for r in client.search_runs(
         [e.experiment_id for e in client.search_experiments()])}
     return out, client, ids
+
+
+def test_the_rounds_go_in_one_batch_every_few_seconds(store, monkeypatch):
+    out, _, _ = store
+    run = tracked_run(out, name="batched/0")
+    trackers = Trackers([f"mlflow={out}"], run)
+    trackers.start()
+    client, sent = trackers.live[0].client, []
+    monkeypatch.setattr(client, "log_batch", lambda run_id, metrics=(), **kw: sent.append(
+        sorted({m.step for m in metrics})))
+    for row in ROWS:
+        trackers.log(row)
+    assert sent == []  # within FLUSH_S: buffered
+    trackers.live[0].flush()
+    assert sent == [[1, 2, 3]]
+    trackers.close("interrupted")
 
 
 def test_each_metric_at_its_rounds_nans_left_out(store):
