@@ -106,10 +106,10 @@ def metrics(row: dict, totals: dict[str, float]) -> dict[str, float]:
 
 
 def one_line(err: BaseException) -> str:
-    """An exception as one short line: its type and the first line of its message."""
-    text = str(err).strip().splitlines()
-    text = text[0] if text else ""
-    text = text if len(text) <= 200 else text[:197] + "..."
+    """An exception as one short line: its type and its message's lines joined (a pydantic error's detail is on
+    its later lines), cut at 240 characters."""
+    text = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    text = text if len(text) <= 240 else text[:237] + "..."
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 

@@ -132,7 +132,7 @@ def test_a_start_that_fails_closes_the_started_ones_and_says_so_in_one_line(tmp_
     fake.fail = {"start": "other=x"}
     with pytest.raises(TestbedError) as err:
         Trackers(["fake", "other=x"], tracked_run(tmp_path)).start()
-    assert one_line(err) == "--track other=x: could not start (ConnectionError: refused); check the target"
+    assert one_line(err) == "--track other=x: could not start (ConnectionError: refused; second line); check the target"
     assert [c for c in fake.calls if c[0] == "close"] == [
         ("close", "fake", "failed: --track other=x could not start"),
         ("close", "other=x", "failed: --track other=x could not start")]

@@ -81,3 +81,15 @@ def test_a_failed_run_exits_1_an_interrupted_one_255(runs):
     assert (got["interrupted"].exit_code, got["interrupted"].summary["status"]) == (255, "interrupted")
     assert [h["sim_time_s"] for h in got["interrupted"].history] == [1.5]
     assert not (folders["interrupted"] / "wandb").exists()  # WANDB_DIR took W&B's folder elsewhere
+
+
+def test_a_start_that_fails_says_why_in_one_line(tmp_path, monkeypatch):
+    from testbed.errors import TestbedError
+
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "file" / "wandb"))
+    with pytest.raises(TestbedError) as err:
+        Trackers(["wandb"], tracked_run(tmp_path)).start()
+    assert str(err.value) == (f"--track wandb: could not start (NotADirectoryError: [Errno 20] Not a directory: "
+                              f"'{tmp_path / 'file' / 'wandb'}'); check the project and WANDB_* settings "
+                              f"(WANDB_MODE=offline works without network or account)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 BLOCK = 32 * 1024
@@ -78,8 +79,14 @@ class OfflineRun:
                 self.exit_code = record.exit.exit_code
 
 
-def offline_run(folder: Path) -> OfflineRun:
-    """The one offline run under folder/wandb/."""
+def offline_run(folder: Path, wait_s: float = 20.0) -> OfflineRun:
+    """The one offline run under folder/wandb/, once its exit record is written: W&B's core process writes the file
+    behind a buffer, and on a loaded machine run.finish() can return before it has written it all."""
     found = sorted(Path(folder).glob("wandb/offline-run-*/run-*.wandb"))
     assert len(found) == 1, f"expected one offline run under {folder}, found {found}"
-    return OfflineRun(found[0])
+    deadline = time.monotonic() + wait_s
+    while True:
+        run = OfflineRun(found[0])
+        if run.exit_code is not None or time.monotonic() > deadline:
+            return run
+        time.sleep(0.05)
