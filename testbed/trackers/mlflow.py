@@ -70,19 +70,17 @@ class MlflowTracker(Tracker):
 
     def where(self) -> tuple[str, str | None]:
         """The tracking URI and, for a local SQLite store, the folder where new experiments keep their files."""
-        target = self.target
-        if target is None and os.environ.get("MLFLOW_TRACKING_URI"):
-            target = os.environ["MLFLOW_TRACKING_URI"]
-        elif target is None:
-            out = self.run.folder.resolve().parents[2 if self.run.group else 1]
-            target = str(out / "mlflow.db")
-        if target == "databricks" or re.match(r"^[a-zA-Z][\w+.-]+:", target):  # a URI, not a path (nor C:\)
-            uri = target
+        target, env = self.target, os.environ.get("MLFLOW_TRACKING_URI")
+        if target is None and env:
+            uri = env  # MLflow's own setting, taken as MLflow takes it
+        elif target is not None and (target == "databricks" or re.match(r"^[a-zA-Z][\w+.-]+:", target)):
+            uri = target  # a URI, not a path (nor C:\...)
         else:
-            path = Path(target).expanduser().resolve()
-            if path.suffix != ".db":
-                path.mkdir(parents=True, exist_ok=True)
-                path = path / "mlflow.db"
+            if target is None:  # beside the runs: the --out folder
+                path = self.run.folder.resolve().parents[2 if self.run.group else 1] / "mlflow.db"
+            else:
+                path = Path(target).expanduser().resolve()
+                path = path if path.suffix == ".db" else path / "mlflow.db"
             path.parent.mkdir(parents=True, exist_ok=True)
             uri = f"sqlite:///{path}"
         if uri.startswith("sqlite:///"):

@@ -145,3 +145,24 @@ def test_a_server_that_does_not_answer_fails_start_in_one_line_fast(tmp_path, mo
                               f"(ConnectionRefusedError: Connection refused); start one (mlflow server --port {port})"
                               f" or name another: --track mlflow=URI")
     assert (os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"], os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"]) == ("2", "10")
+
+
+@pytest.mark.parametrize("target, env, uri", [
+    (None, None, "sqlite:///{out}/mlflow.db"),
+    (None, "http://example.org:5000", "http://example.org:5000"),
+    ("{tmp}/store", "http://example.org:5000", "sqlite:///{tmp}/store/mlflow.db"),
+    ("{tmp}/one.db", None, "sqlite:///{tmp}/one.db"),
+    ("sqlite:///{tmp}/two.db", None, "sqlite:///{tmp}/two.db"),
+    ("databricks", None, "databricks"),
+])
+def test_where_the_store_is(tmp_path, monkeypatch, target, env, uri):
+    from testbed.trackers.mlflow import MlflowTracker
+
+    if env:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", env)
+    else:
+        monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run = tracked_run(tmp_path / "runs", group="sweep", name="sweep-a/0")
+    target = target and target.format(tmp=tmp_path)
+    tracker = MlflowTracker(f"mlflow={target}" if target else "mlflow", target, run)
+    assert tracker.where()[0] == uri.format(tmp=tmp_path, out=tmp_path / "runs")
