@@ -174,8 +174,8 @@ class Trackers:
             try:
                 call(tracker)
             except Exception as err:  # a view failing must not stop the run: said once, then left out
-                print(f"--track {tracker.spec}: stopped at {when} ({one_line(err)}); the run goes on, its folder "
-                      f"keeps everything", file=sys.stderr)
+                after = "the run goes on, its folder keeps everything" if what == "log" else "the run folder has it all"
+                print(f"--track {tracker.spec}: stopped at {when} ({one_line(err)}); {after}", file=sys.stderr)
                 if what == "log":
                     try:
                         tracker.close(f"failed: {one_line(err)}")
