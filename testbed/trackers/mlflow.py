@@ -1,0 +1,193 @@
+"""`--track mlflow[=TRACKING_URI]`: the run as an MLflow run (MlflowClient: no global active run is touched).
+
+Where: TRACKING_URI as MLflow takes it (http://host:5000, sqlite:///path.db, file:/path for an old file store,
+databricks); a path instead of a URI: a folder holding a SQLite store, DIR/mlflow.db (a path ending in .db: that
+file). Without one, MLFLOW_TRACKING_URI where set, else a SQLite store beside the runs, <out>/mlflow.db (out: the
+--out folder, the run folder's grandparent, a sweep run's great-grandparent): `mlflow ui --backend-store-uri
+sqlite:///runs/mlflow.db`. Not a file store: MLflow 3 refuses ./mlruns unless MLFLOW_ALLOW_FILE_STORE=true, and
+SQLite is its default. Experiments this tracker creates in a SQLite store keep their files beside it, in
+mlartifacts/<experiment> (MLflow's own default is ./mlruns below whatever folder it runs in).
+An http(s) server must accept a connection within 3 s, or start() fails in one line; its retries are cut to 2 and
+its timeout to 10 s (MLFLOW_HTTP_REQUEST_MAX_RETRIES / _TIMEOUT, where not set): a server gone mid-run costs seconds.
+
+The experiment: the sweep's name, else the scenario's; the run: its name (quickstart/0), tags testbed.scenario,
+testbed.group (a sweep's), testbed.folder (the run folder).
+Each round: every metric (the row's numbers but NaNs, sim_time_s = t_end_s, the running totals bytes_up_total,
+bytes_down_total, flops_total, energy_J_total) at step = the round, its timestamp the real time it was logged.
+The rounds are buffered and sent every 5 s (FLUSH_S; at MLflow's 1,000 metrics a batch sooner) in one asynchronous
+log_batch, which MLflow's queue writes while the run goes on; finish() and close() send the rest and wait for it. The simulated time is the metric sim_time_s: pick it as the x-axis in the run's
+charts. The resolved scenario: parameters, flattened to dotted keys (fleet.groups.0.profile; lists as JSON, nulls
+left out, values cut to MLflow's length limit), in batches of MLflow's 100.
+The end: the summary's numbers as metrics `summary/<key>` at the last round's step, its text as tags `summary/<key>`
+(summary/status = completed), the files as artifacts at their paths under the run folder (plots/accuracy_vs_time.png),
+and the run FINISHED. A failed run: tag testbed.status = its status, FAILED; an interrupted one KILLED.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import time
+import urllib.parse
+import warnings
+from pathlib import Path
+
+from testbed.errors import TestbedError
+from testbed.trackers.base import Tracker, flat, killed, relative, split_summary, text
+
+PROBE_S = 3.0
+# Rounds are sent together, every FLUSH_S: the SQLite store spends ~8 ms of CPU on a log_batch of one round's 22
+# metrics, ~2 ms a round in a batch of ten (benchmarks/tracker_costs.py); a live view is FLUSH_S behind at most.
+FLUSH_S = 5.0
+
+
+class MlflowTracker(Tracker):
+    fix = "check the URI: --track mlflow=URI (http://host:port, sqlite:///file.db or a folder)"
+
+    def start(self) -> None:
+        for name in ("mlflow.store.db.utils", "alembic"):  # a new SQLite store says it made its tables: noise
+            logging.getLogger(name).setLevel(logging.WARNING)
+        from mlflow import MlflowClient
+
+        from mlflow.utils import validation
+
+        self.run_id = None
+        self.pending = []  # the async log_batch calls not yet known to be written
+        self.buffer = []   # the metrics of the rounds since the last flush
+        self.flushed = time.time()
+        self.per_batch = getattr(validation, "MAX_METRICS_PER_BATCH", 1000)
+        self.uri, self.artifacts = self.where()
+        self.probe()
+        with warnings.catch_warnings():  # SQLAlchemy's deprecations inside MLflow's store: not the user's to fix
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            self.client = MlflowClient(self.uri)
+            experiment = self.experiment()
+        self.run_id = self.client.create_run(experiment, run_name=self.run.name, tags={
+            "testbed.scenario": self.run.scenario, "testbed.group": self.run.group or "",
+            "testbed.folder": str(self.run.folder)}).info.run_id
+        self.log_params()
+
+    def where(self) -> tuple[str, str | None]:
+        """The tracking URI and, for a local SQLite store, the folder where new experiments keep their files."""
+        target, env = self.target, os.environ.get("MLFLOW_TRACKING_URI")
+        if target is None and env:
+            uri = env  # MLflow's own setting, taken as MLflow takes it
+        elif target is not None and (target == "databricks" or re.match(r"^[a-zA-Z][\w+.-]+:", target)):
+            uri = target  # a URI, not a path (nor C:\...)
+        else:
+            if target is None:  # beside the runs: the --out folder
+                path = self.run.folder.resolve().parents[2 if self.run.group else 1] / "mlflow.db"
+            else:
+                path = Path(target).expanduser().resolve()
+                path = path if path.suffix == ".db" else path / "mlflow.db"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            uri = f"sqlite:///{path}"
+        if uri.startswith("sqlite:///"):
+            return uri, Path(urllib.parse.unquote(uri[len("sqlite:///"):])).resolve().parent / "mlartifacts"
+        return uri, None
+
+    def probe(self) -> None:
+        """An http(s) server that does not take a connection within PROBE_S fails start() now, not after MLflow's
+        minutes of retries."""
+        parts = urllib.parse.urlparse(self.uri)
+        if parts.scheme not in ("http", "https"):
+            return
+        for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")):
+            os.environ.setdefault(name, value)
+        host, port = parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((host, port), timeout=PROBE_S).close()
+        except OSError as err:
+            raise TestbedError(f"--track {self.spec}: no MLflow server answers at {host}:{port} "
+                               f"({type(err).__name__}: {err.strerror or err}); start one (mlflow server "
+                               f"--port {port}) or name another: --track mlflow=URI") from None
+
+    def experiment(self) -> str:
+        from mlflow.exceptions import MlflowException
+
+        name = self.run.experiment
+        found = self.client.get_experiment_by_name(name)
+        if found is None:
+            where = None if self.artifacts is None else (self.artifacts / re.sub(r"[^\w.-]", "_", name)).as_uri()
+            try:
+                return self.client.create_experiment(name, artifact_location=where)
+            except MlflowException:  # a sweep's other job made it meanwhile
+                found = self.client.get_experiment_by_name(name)
+                if found is None:
+                    raise
+        if found.lifecycle_stage == "deleted":
+            raise TestbedError(f"--track {self.spec}: MLflow experiment {name!r} is deleted; restore it "
+                               f"(mlflow experiments restore) or remove it for good (mlflow gc)")
+        return found.experiment_id
+
+    def log_params(self) -> None:
+        from mlflow.entities import Param
+        from mlflow.utils import validation
+
+        longest = getattr(validation, "MAX_PARAM_VAL_LENGTH", 6000)
+        per_batch = getattr(validation, "MAX_PARAMS_TAGS_PER_BATCH", 100)
+        params = [Param(key, text(value)[:longest]) for key, value in flat(self.run.params).items()]
+        for i in range(0, len(params), per_batch):
+            self.client.log_batch(self.run_id, params=params[i:i + per_batch])
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        from mlflow.entities import Metric
+
+        self.raise_failed()
+        now = time.time()
+        self.buffer += [Metric(k, v, int(now * 1000), step) for k, v in metrics.items()]
+        self.last_step = step
+        if now - self.flushed >= FLUSH_S or len(self.buffer) >= self.per_batch - len(metrics):
+            self.flush()
+
+    def flush(self) -> None:
+        """The buffered rounds to MLflow's asynchronous queue, in one log_batch."""
+        if self.buffer:
+            self.pending.append(self.client.log_batch(self.run_id, metrics=self.buffer, synchronous=False))
+        self.buffer, self.flushed = [], time.time()
+
+    def raise_failed(self) -> None:
+        """An asynchronous write that failed, raised now (the tracker is then dropped); the ones done, forgotten.
+        RunOperations has no public "done" test: its futures are read where it has them, else finish() waits."""
+        still = []
+        for operations in self.pending:
+            futures = getattr(operations, "_operation_futures", None)
+            if futures is None or not all(f.done() for f in futures):
+                still.append(operations)
+            elif any(f.exception() for f in futures):
+                operations.wait()  # raises, with MLflow's words
+        self.pending = still
+
+    def wait(self) -> None:
+        self.flush()
+        pending, self.pending = self.pending, []
+        for operations in pending:
+            if operations is not None:
+                operations.wait()
+
+    def finish(self, summary: dict, files: list[Path]) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        self.wait()
+        numbers, texts = split_summary(summary)
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id,
+                              metrics=[Metric(f"summary/{k}", v, now, self.last_step) for k, v in numbers.items()],
+                              tags=[RunTag(f"summary/{k}", v[:5000]) for k, v in texts.items()])
+        for path in files:
+            folder = Path(relative(path, self.run.folder)).parent.as_posix()
+            self.client.log_artifact(self.run_id, str(path), artifact_path=None if folder == "." else folder)
+        self.client.set_terminated(self.run_id, "FINISHED")
+        self.run_id = None
+
+    def close(self, status: str) -> None:
+        if getattr(self, "run_id", None) is None:  # start failed before the run was made, or it is over
+            return
+        try:
+            self.wait()
+        except Exception:  # the run failed anyway: mark it so whatever its queue did
+            pass
+        self.client.set_tag(self.run_id, "testbed.status", status[:5000])
+        self.client.set_terminated(self.run_id, "KILLED" if killed(status) else "FAILED")
+        self.run_id = None
