@@ -79,8 +79,8 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
                 trackers.log({column: record.get(column, math.nan) for column in columns})
 
         try:
-            if trackers is not None:
-                trackers.start()   # a tracker that cannot start stops the run before round 1
+            if trackers is not None:   # a tracker that cannot start stops the run before round 1
+                trackers.start(_rows(writer.path) if start else ())   # resumed: totals go on where they stopped
             writer.facts |= resources.facts() | {"torch_threads": threads}
             engine = Engine(exp, on_round, writer.checkpoint, start, resources, asker(watch.on_round, columns))
             engine.run()
@@ -137,8 +137,13 @@ def _close(trackers, status: str) -> None:
         trackers.close(status)
 
 
-def resumed_uplink(run: Path) -> int:
-    """The uplink bytes of the rounds a resumed run keeps (rounds.csv, cut back to its checkpoint)."""
+def _rows(run: Path) -> list[dict]:
+    """The rows a resumed run keeps (rounds.csv, cut back to its checkpoint)."""
     import pandas as pd
 
-    return int(pd.read_csv(run / "rounds.csv")["bytes_up"].sum())
+    return pd.read_csv(run / "rounds.csv").to_dict("records")
+
+
+def resumed_uplink(run: Path) -> int:
+    """The uplink bytes of the rounds a resumed run keeps (rounds.csv, cut back to its checkpoint)."""
+    return int(sum(row["bytes_up"] for row in _rows(run)))

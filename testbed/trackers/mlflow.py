@@ -2,11 +2,11 @@
 
 Where: TRACKING_URI as MLflow takes it (http://host:5000, sqlite:///path.db, file:/path for an old file store,
 databricks); a path instead of a URI: a folder holding a SQLite store, DIR/mlflow.db (a path ending in .db: that
-file). Without one, MLFLOW_TRACKING_URI where set, else a SQLite store beside the runs, <out>/mlflow.db (out: the
---out folder, the run folder's grandparent, a sweep run's great-grandparent): `mlflow ui --backend-store-uri
-sqlite:///runs/mlflow.db`. Not a file store: MLflow 3 refuses ./mlruns unless MLFLOW_ALLOW_FILE_STORE=true, and
-SQLite is its default. Experiments this tracker creates in a SQLite store keep their files beside it, in
-mlartifacts/<experiment> (MLflow's own default is ./mlruns below whatever folder it runs in).
+file). Without one, MLFLOW_TRACKING_URI where set, else MLflow's own default, a SQLite store in the current folder
+(./mlflow.db, its files in ./mlruns), which `mlflow ui` run there shows; not inside --out, where `testbed report`
+would read the artifacts' copies of a run folder as more runs. Not a file store: MLflow 3 refuses ./mlruns as a
+store unless MLFLOW_ALLOW_FILE_STORE=true, and SQLite is its default. Experiments this tracker creates in a SQLite
+store it was given keep their files beside it, in mlartifacts/<experiment>.
 An http(s) server must accept a connection within 3 s, or start() fails in one line; its retries are cut to 2 and
 its timeout to 10 s (MLFLOW_HTTP_REQUEST_MAX_RETRIES / _TIMEOUT, where not set): a server gone mid-run costs seconds.
 
@@ -76,16 +76,21 @@ class MlflowTracker(Tracker):
         elif target is not None and (target == "databricks" or re.match(r"^[a-zA-Z][\w+.-]+:", target)):
             uri = target  # a URI, not a path (nor C:\...)
         else:
-            if target is None:  # beside the runs: the --out folder
-                path = self.run.folder.resolve().parents[2 if self.run.group else 1] / "mlflow.db"
-            else:
-                path = Path(target).expanduser().resolve()
-                path = path if path.suffix == ".db" else path / "mlflow.db"
+            if target is None:  # MLflow's own default (sqlite:///mlflow.db here), where `mlflow ui` looks; not in
+                return self.default_uri(), None   # --out, whose reports would read its artifacts as more runs
+            path = Path(target).expanduser().resolve()
+            path = path if path.suffix == ".db" else path / "mlflow.db"
             path.parent.mkdir(parents=True, exist_ok=True)
             uri = f"sqlite:///{path}"
         if uri.startswith("sqlite:///"):
             return uri, Path(urllib.parse.unquote(uri[len("sqlite:///"):])).resolve().parent / "mlartifacts"
         return uri, None
+
+    @staticmethod
+    def default_uri() -> str:
+        import mlflow
+
+        return mlflow.get_tracking_uri()
 
     def probe(self) -> None:
         """An http(s) server that does not take a connection within PROBE_S fails start() now, not after MLflow's

@@ -17,14 +17,16 @@ MANY = {"p": {f"k{i:03}": i for i in range(250)}}  # more than a batch of 100 pa
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """One SQLite store (made once: its tables take a second or two; each run that logged takes MLflow a second to
-    end, joining its logging thread) holding: quickstart/0 with no target (the
-    default store, out/mlflow.db), two runs of a sweep named by the folder, a failed, an interrupted run and one
+    end, joining its logging thread) holding: quickstart/0 with no target (MLflow's
+    default store, ./mlflow.db, made here in out), two runs of a sweep named by the folder, a failed, an interrupted run and one
     whose logging broke at round 2. Returns (out, the client, run name -> run id)."""
     from mlflow import MlflowClient
 
     out = tmp_path_factory.mktemp("mlflow") / "runs"
+    out.mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        mp.chdir(out)   # MLflow's default store is ./mlflow.db
         run = tracked_run(out)
         play(Trackers(["mlflow"], run), run)
         for name in ("sweep-fedavg/0", "sweep-fedprox/0"):
@@ -101,12 +103,13 @@ def test_the_summary_the_files_and_the_end(store):
     assert SUMMARY["status"] == "completed"
 
 
-def test_the_default_store_lies_beside_the_runs_and_keeps_its_files_there(store):
+def test_the_default_store_is_mlflows_own_in_the_current_folder(store):
+    """./mlflow.db and its files in ./mlruns, where `mlflow ui` looks; nothing in a run folder's --out."""
     out, client, ids = store
     experiment = client.get_experiment_by_name("quickstart")
-    assert experiment.artifact_location == (out / "mlartifacts" / "quickstart").as_uri()
     run_id = ids["quickstart/0"]
-    assert (out / "mlartifacts" / "quickstart" / run_id / "artifacts" / "plots" / "a.png").is_file()
+    assert experiment.artifact_location.removeprefix("file://") == str(out / "mlruns" / experiment.experiment_id)
+    assert (out / "mlruns" / experiment.experiment_id / run_id / "artifacts" / "plots" / "a.png").is_file()
 
 
 def test_a_sweeps_runs_are_one_experiment_named_by_it(store):
@@ -148,7 +151,7 @@ def test_a_server_that_does_not_answer_fails_start_in_one_line_fast(tmp_path, mo
 
 
 @pytest.mark.parametrize("target, env, uri", [
-    (None, None, "sqlite:///{out}/mlflow.db"),
+    (None, None, "sqlite:///{tmp}/mlflow.db"),   # MLflow's own default: the current folder
     (None, "http://example.org:5000", "http://example.org:5000"),
     ("{tmp}/store", "http://example.org:5000", "sqlite:///{tmp}/store/mlflow.db"),
     ("{tmp}/one.db", None, "sqlite:///{tmp}/one.db"),
@@ -158,6 +161,7 @@ def test_a_server_that_does_not_answer_fails_start_in_one_line_fast(tmp_path, mo
 def test_where_the_store_is(tmp_path, monkeypatch, target, env, uri):
     from testbed.trackers.mlflow import MlflowTracker
 
+    monkeypatch.chdir(tmp_path)
     if env:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", env)
     else:
