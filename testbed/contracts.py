@@ -71,31 +71,34 @@ def _shape(shape) -> str:
 
 
 def params_problem(params: Any, shapes: Mapping[str, torch.Size], dtypes: Mapping[str, torch.dtype] | None,
-                   parts: tuple[str, ...] = ("",)) -> str | None:
+                   parts: tuple[str, ...] = ("",), optional: tuple[str, ...] = ()) -> str | None:
     """What keeps `params` from being the model's parameters (names, each a tensor of its shape, and of its dtype
-    where `dtypes` are given), once for each of a multi-part payload's `parts` ("m:conv.weight", payload.py);
-    None where nothing does."""
+    where `dtypes` are given), once for each of a multi-part payload's `parts` ("m:conv.weight", payload.py;
+    `optional` parts may be there too: a TopK codec's select_by scores); None where nothing does."""
     from testbed.payload import part_key
 
     if not isinstance(params, Mapping):
         return f"{type(params).__name__} instead of a dict of tensors by parameter name"
-    if len(params) != len(parts) * len(shapes) or any(part_key(p, n) not in params for p in parts for n in shapes):
-        names = {part_key(p, n) for p in parts for n in shapes}
-        missing = [part_key(p, n) for p in parts for n in shapes if part_key(p, n) not in params]
-        extra = [repr(n) for n in params if n not in names]
-        return "; ".join(said for said in (f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} missing"
-                                           if missing else "", f"{', '.join(extra[:3])} not the model's" if extra
-                                           else "") if said)
-    for part in parts:
-        for name, shape in shapes.items():
-            key = part_key(part, name)
-            t = params[key]
-            if not isinstance(t, torch.Tensor):
-                return f"{key} is {type(t).__name__}, not a tensor"
-            if t.shape != shape:
-                return f"{key} has shape {_shape(t.shape)}, the model's is {_shape(shape)}"
-            if dtypes is not None and t.dtype != dtypes[name]:
-                return f"{key} is {t.dtype}, the model's is {dtypes[name]}"
+    keys = [(part_key(p, n), shape, n) for p in parts + optional for n, shape in shapes.items()]
+    needed = len(parts) * len(shapes)
+    missing = [key for key, _, _ in keys[:needed] if key not in params]
+    if missing or len(params) > needed:
+        allowed = {key for key, _, _ in keys}
+        extra = [repr(n) for n in params if n not in allowed]
+        if missing or extra:
+            return "; ".join(said for said in (f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} "
+                                               "missing" if missing else "",
+                                               f"{', '.join(extra[:3])} not the model's" if extra else "") if said)
+    for key, shape, name in keys:
+        t = params.get(key)
+        if t is None and key not in params:   # an optional part left out
+            continue
+        if not isinstance(t, torch.Tensor):
+            return f"{key} is {type(t).__name__}, not a tensor"
+        if t.shape != shape:
+            return f"{key} has shape {_shape(t.shape)}, the model's is {_shape(shape)}"
+        if dtypes is not None and t.dtype != dtypes[name]:
+            return f"{key} is {t.dtype}, the model's is {dtypes[name]}"
     return None
 
 
@@ -225,7 +228,11 @@ class Contracts:
             if not isinstance(result, Result):
                 self.strategy.fail("finish", f"returned {type(result).__name__} where a Result was due", fix,
                                    task.round)
-            problem = params_problem(result.update, self.shapes, None, (result.up or task.up).parts)
+            codec = result.up or task.up
+            parts = getattr(codec, "parts", ("",))   # a submodel's UnitMasked payload: the plain names
+            scores = getattr(codec, "select_by", None)
+            problem = params_problem(result.update, self.shapes, None, parts,
+                                     (scores,) if scores is not None and scores not in parts else ())
             if problem:
                 self.strategy.fail("finish", f"returned an update of device {task.device} that does not fit the "
                                    f"model: {problem}", fix, task.round)
