@@ -62,7 +62,9 @@ class Plugin:
         return f"{self.section} '{self.name}'.{hook}{where(getattr(self.obj, hook, None))}"
 
     def fail(self, hook: str, broke: str, fix: str, r: int | None = None):
-        message = f"{'' if r is None else f'round {r}: '}{self.named(hook)} {broke}; {fix}"
+        self.refuse(f"{'' if r is None else f'round {r}: '}{self.named(hook)} {broke}; {fix}")
+
+    def refuse(self, message: str):
         raise (AssertionError(f"built-in {message}") if self.builtin else PluginError(message))
 
 
@@ -208,9 +210,10 @@ class Contracts:
                 plugin.fail("select", f"returned device {offline[0]}, which cannot take a task at {ctx.now:g} s "
                             "(offline, busy, or kept out by memory or battery)",
                             "return ids among ctx.candidates (or those ctx.usable says yes to)", r)
-        if len(picked) > ctx.n_select or (picked[1:] == picked[:-1]).any():
-            plugin.fail("select", f"returned {len(picked)} devices ({len(np.unique(picked))} distinct) where at "
-                        f"most {ctx.n_select} distinct were asked for", "return distinct ids, at most ctx.n_select", r)
+        if len(picked) > ctx.n_select or (picked[1:] == picked[:-1]).any():   # worded as before contracts.py
+            plugin.refuse(f"round {r}: selection: '{plugin.name}' picked {len(picked)} devices "
+                          f"({len(np.unique(picked))} distinct) where {ctx.n_select} distinct were asked for; fix its "
+                          f"select{where(plugin.obj.select)}: return distinct ids, at most ctx.n_select")
         if not len(picked) and plugin.named("select") not in self.no_task:
             self.no_task.append(plugin.named("select"))
         return picked
