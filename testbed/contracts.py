@@ -16,7 +16,8 @@ What is checked, where (each hook's contract: docs/extending.md):
   parameter at its shape (what the codec encodes; checked in the kit before encoding).
 - Strategy.personal_models(state): a dict of device id -> params of the model's names and shapes (evaluation.py).
 - Selector.select(ctx, rng): integer ids, within the fleet, usable at that instant (ctx.usable_each), none twice,
-  at most ctx.n_select (protocols/kit.py's select).
+  at most ctx.n_select (protocols/kit.py's select); in an asynchronous dispatch, at least one where some device
+  could take a task (the free slots would otherwise wait at that instant for ever).
 - A model factory's output: logits (batch, num_classes, ...) for a batch of the training data, checked once
   before round 1 (build.py): fewer or more logits than the data has classes are both refused.
 - A dataset loader's result: schema/data.py (Data.load), before the run.
@@ -214,6 +215,10 @@ class Contracts:
             plugin.refuse(f"round {r}: selection: '{plugin.name}' picked {len(picked)} devices "
                           f"({len(np.unique(picked))} distinct) where {ctx.n_select} distinct were asked for; fix its "
                           f"select{where(plugin.obj.select)}: return distinct ids, at most ctx.n_select")
+        if plugin.checked and self.asynchronous and not len(picked) and ctx.usable_each(np.arange(self.n)).any():
+            # the free slots would wait at this instant for a pick that never comes: the run would hang
+            plugin.fail("select", "returned no device for an asynchronous dispatch while some could take a task",
+                        "return at least one id where ctx.candidates is not empty", r)
         if not len(picked) and plugin.named("select") not in self.no_task:
             self.no_task.append(plugin.named("select"))
         return picked

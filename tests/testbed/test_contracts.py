@@ -273,3 +273,13 @@ def test_debug_shows_the_plugins_own_exception(user_code):
     with pytest.raises(RuntimeError, match="the server fell over"):
         main(["run", str(file), "--out", str(user_code / "runs"), "--quiet", "--set",
               "algorithm.name=user_code:Raises", "--debug"])
+
+
+def test_an_asynchronous_selector_that_picks_nobody_is_refused_not_left_waiting(user_code, capsys):
+    file = write_yaml(user_code / "s.yaml", SCENARIO | {"protocol": {"kind": "async", "concurrency": 2,
+                                                                     "buffer_size": 1}})
+    assert main(["run", str(file), "--out", str(user_code / "runs"), "--quiet", "--set",
+                 "selection.name=user_code:Nobody"]) == 2
+    err = one_line(capsys)
+    assert "round 1: selection 'user_code:Nobody'.select" in err
+    assert "returned no device for an asynchronous dispatch while some could take a task" in err
