@@ -13,6 +13,7 @@ from testbed.data import PARTITIONERS, Dataset
 from testbed.data.clients import ClientData, assign
 from testbed.data.partition import label_histograms
 from testbed.data.server import SharedData, carve, share_with_devices
+from testbed.contracts import check_model
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
 from testbed.execution.processes import ProcessExecutor, workers_for
@@ -83,6 +84,7 @@ def build(scenario: Scenario) -> Experiment:
             clients.train, server, count, np.random.default_rng(stream(seed, Purpose.SERVER_DATA, 1))))
     torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
     model = scenario.model.make(dataset.sample_shape, dataset.num_classes)
+    check_model(scenario.model.name, model, dataset.train_x[:2], dataset.num_classes)  # logits for every class
     client = LocalSGD(**scenario.client.model_dump())
     strategy = scenario.algorithm.strategy(Build(
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from testbed import plugins
-from testbed.errors import TestbedError, write_crash_log
+from testbed.errors import PluginError, TestbedError, write_crash_log
 
 EXIT_BUG, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.handler(args)
     except TestbedError as err:
+        if getattr(args, "debug", False) and isinstance(err, PluginError) and err.__cause__ is not None:
+            raise err.__cause__   # --debug: the plugin's own exception, its traceback shown
         print(f"error: {_one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as err:

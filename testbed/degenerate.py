@@ -1,7 +1,9 @@
 """Degenerate but valid runs, explained: legitimate experiments, run as asked, but never silent.
 
-- degenerate_rounds: rounds that trained nothing (no selected device met the deadline, or every one dropped) or
-  whose start waited for a device to come online, counted from rounds.csv.
+- degenerate_rounds: rounds that trained nothing (no selected device met the deadline, or every one dropped, or
+  no task was handed out: the selector picked none or the strategy's configure gave none) or whose start waited
+  for a device to come online, counted from rounds.csv. A round without tasks is named after the plugin that
+  handed out none (summary.json no_task_from: its reference, hook, file and line; testbed/contracts.py).
 - ended_early: a run that ended before its stop (stop.max_rounds, the target, stop.max_sim_time_s) because no
   device would be able to train again, with when and why: the trace file that has no interval of positive length
   or whose intervals are over, or the batteries (or memory) that keep the devices still coming online out; and a
@@ -24,6 +26,7 @@ def degenerate_rounds(rounds: pd.DataFrame, scenario) -> dict:
     waited = rounds["t_start_s"] > rounds["t_end_s"].shift(1, fill_value=0.0)  # the previous round's end, or 0
     counts = {"rounds_all_late": int((nothing & (rounds["late"] > 0)).sum()),
               "rounds_all_dropped": int((nothing & (rounds["late"] == 0) & (rounds["dropped"] > 0)).sum()),
+              "rounds_without_tasks": int((rounds["selected"] == 0).sum()),
               "rounds_waiting_for_devices": int(waited.sum())}
     counts = {name: n for name, n in counts.items() if n}
     return {"degenerate_rounds": counts} if counts else {}
@@ -73,6 +76,10 @@ def degenerate_warning(summary: dict, scenario) -> str | None:
                       f"({scenario.round.deadline_s:g} s)")
     if "rounds_all_dropped" in counts:
         rounds.append(f"{counts['rounds_all_dropped']} where every selected device went offline")
+    if "rounds_without_tasks" in counts:
+        who = " or ".join(summary.get("no_task_from") or [f"selection '{scenario.selection.name}'.select",
+                                                            f"algorithm '{scenario.algorithm.name}'.configure"])
+        rounds.append(f"{counts['rounds_without_tasks']} where no task was handed out ({who} gave none)")
     if "rounds_waiting_for_devices" in counts:
         rounds.append(f"{counts['rounds_waiting_for_devices']} that waited for a device to come online")
     if rounds:

@@ -23,3 +23,9 @@ def write_crash_log(err: BaseException, folder: Path | None = None) -> Path:
     with os.fdopen(handle, "w") as f:
         f.write(text)
     return Path(name)
+
+
+class PluginError(TestbedError):
+    """User code a scenario named (a strategy, selector, model factory, loader) broke its interface, or raised:
+    one line naming the plugin (its reference, and the file and line of the hook where Python knows them) and the
+    rule it broke; its own exception, where it raised one, chained as __cause__."""

@@ -7,7 +7,7 @@ registers. Wherever a scenario names a built-in (an algorithm, a model, a datase
   `[project.entry-points."fl_edge_testbed.algorithms"] fednova = "my_algos:FedNova"`). A built-in's name always
   means the built-in: a package cannot change what a committed scenario runs by registering the same name.
 - Every failure (no such module, no such attribute, an import that raises, the wrong kind of object) is a
-  PluginError: one line naming the reference and the fix; the schema puts the scenario field in front of it.
+  BadReference: one line naming the reference and the fix; the schema puts the scenario field in front of it.
 Plugin code runs only when a scenario naming it is validated or run: reading a run folder (report, compare,
 load_run) never calls this module, so a received run folder cannot run code.
 """
@@ -26,7 +26,7 @@ GROUPS = {"algorithm": "fl_edge_testbed.algorithms", "model": "fl_edge_testbed.m
           "dataset": "fl_edge_testbed.datasets", "selector": "fl_edge_testbed.selectors"}
 
 
-class PluginError(ValueError):
+class BadReference(ValueError):
     """A reference that does not lead to usable code; a ValueError, so the schema words it as a field's error."""
 
 
@@ -54,12 +54,12 @@ def choices(kind: str, builtins: Mapping[str, Any]) -> str:
     return ", ".join(names)
 
 
-def unknown(kind: str, builtins: Mapping[str, Any], name: str) -> PluginError:
+def unknown(kind: str, builtins: Mapping[str, Any], name: str) -> BadReference:
     if kind == "algorithm":  # the algorithm section's own wording: its names quoted, in the order of the zoo
         listed = ", ".join(repr(n) for n in [*builtins, *sorted(set(registered(kind)) - set(builtins))])
-        return PluginError(f"unknown '{name}'; choose one of: {listed}; or name your own Strategy as "
+        return BadReference(f"unknown '{name}'; choose one of: {listed}; or name your own Strategy as "
                            "'package.module:Class'")
-    return PluginError(f"unknown {kind} '{name}'; choose one of: {choices(kind, builtins)}; or name your own as "
+    return BadReference(f"unknown {kind} '{name}'; choose one of: {choices(kind, builtins)}; or name your own as "
                        "'package.module:attribute'")
 
 
@@ -79,20 +79,20 @@ def load(reference: str, origin: str = "") -> Any:
     where = f"{origin} " if origin else ""
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute or ":" in attribute:
-        raise PluginError(f"{where}'{reference}' is not a reference; write 'package.module:attribute', "
+        raise BadReference(f"{where}'{reference}' is not a reference; write 'package.module:attribute', "
                           "e.g. 'my_algos:FedNova'")
     _import_from_current_directory()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name is None or not (module_name == err.name or module_name.startswith(err.name + ".")):
-            raise PluginError(f"{where}'{reference}': importing {module_name} failed: {err}; install what it "
+            raise BadReference(f"{where}'{reference}': importing {module_name} failed: {err}; install what it "
                               "imports") from None
-        raise PluginError(f"{where}'{reference}': no module '{module_name}' in the current directory "
+        raise BadReference(f"{where}'{reference}': no module '{module_name}' in the current directory "
                           f"({os.getcwd()}), the scenario's folder or the installed packages; check its spelling, "
                           "put it beside the scenario, or pip install its package") from None
     except Exception as err:  # noqa: BLE001 - the user's module failed on import: their bug, said in one line
-        raise PluginError(f"{where}'{reference}': importing {module_name} raised {type(err).__name__}: "
+        raise BadReference(f"{where}'{reference}': importing {module_name} raised {type(err).__name__}: "
                           f"{' '.join(str(err).split())}; fix the module") from None
     _remember_where(module)
     found: Any = module
@@ -102,7 +102,7 @@ def load(reference: str, origin: str = "") -> Any:
             names = [n for n in dir(found) if not n.startswith("_")]
             close = difflib.get_close_matches(part, names, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; it has: {', '.join(names[:12])}"
-            raise PluginError(f"{where}'{reference}': {owner} has no attribute '{part}'{hint}")
+            raise BadReference(f"{where}'{reference}': {owner} has no attribute '{part}'{hint}")
         found = getattr(found, part)
     return found
 
@@ -149,12 +149,12 @@ def check_subclass(found: Any, base: type, reference: str) -> None:
     interface = f"{base.__module__}.{base.__name__}"
     if not (isinstance(found, type) and issubclass(found, base)):
         what = _article(type(found).__name__) if not isinstance(found, type) else f"the class {found.__name__}"
-        raise PluginError(f"'{reference}' is {what}, not a {base.__name__}; subclass {interface} "
+        raise BadReference(f"'{reference}' is {what}, not a {base.__name__}; subclass {interface} "
                           "(docs/extending.md)")
     missing = sorted(getattr(found, "__abstractmethods__", ()))
     if missing:
         hooks = ", ".join(f"{m}({', '.join(inspect.signature(getattr(base, m)).parameters)})" for m in missing)
-        raise PluginError(f"'{reference}' does not define {hooks}; add it (the interface: {interface})")
+        raise BadReference(f"'{reference}' does not define {hooks}; add it (the interface: {interface})")
     for hook, declared in vars(base).items():
         if hook.startswith("_") or not inspect.isfunction(declared):
             continue
@@ -165,21 +165,21 @@ def check_subclass(found: Any, base: type, reference: str) -> None:
         try:
             inspect.signature(own).bind(*arguments)
         except TypeError:
-            raise PluginError(f"'{reference}'.{hook}{inspect.signature(own)} cannot be called as the testbed "
+            raise BadReference(f"'{reference}'.{hook}{inspect.signature(own)} cannot be called as the testbed "
                               f"calls it, {hook}({', '.join(arguments)}); give it those parameters") from None
 
 
 def check_callable(found: Any, reference: str, arguments: tuple[str, ...] | None, what: str) -> None:
     """`found` must be callable (with these positional arguments, where given: a model factory's)."""
     if not callable(found):
-        raise PluginError(f"'{reference}' is {_article(type(found).__name__)}, not {what}; name a function or "
+        raise BadReference(f"'{reference}' is {_article(type(found).__name__)}, not {what}; name a function or "
                           "class")
     if arguments is None:
         return
     try:
         inspect.signature(found).bind(*arguments)
     except TypeError:
-        raise PluginError(f"'{reference}'{inspect.signature(found)} cannot be called as {what} is, "
+        raise BadReference(f"'{reference}'{inspect.signature(found)} cannot be called as {what} is, "
                           f"({', '.join(arguments)}); give it those parameters") from None
     except ValueError:  # a builtin without a signature: nothing to check before calling it
         pass

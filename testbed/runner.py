@@ -56,7 +56,7 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
         exp = sc.build(scenario)
         resources = Resources(exp)  # a fleet where the task fits no device is refused before the folder is made
     except TestbedError as err:  # found while loading data or sizing the task: name the scenario, as validation does
-        raise TestbedError(f"{source}: {err}") from None
+        raise type(err)(f"{source}: {err}") from err.__cause__   # a PluginError stays one, its cause chained
     start = checkpoint.load(run_folder(out, scenario), resolved(scenario)) if resume else None
     writer = RunWriter(out, exp, start)
     if writer.dropped:  # rows of rounds after the checkpoint (and a torn one), which the run plays again
@@ -87,17 +87,24 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
             if engine.kit.ran_out_at is not None:  # no device could train again: said, not silent
                 writer.facts |= ended_early(scenario, exp.fleet.availability, engine.kit.ran_out_at,
                                             engine.kit.first_usable_s)
+            if engine.kit.contracts.no_task:  # the plugins that handed out no task in a round (degenerate.py)
+                writer.facts["no_task_from"] = engine.kit.contracts.no_task
             if engine.kit.stop_reason is not None:
                 writer.facts["stop_reason"] = engine.kit.stop_reason
         except TestbedError as err:
             writer.close(status=f"failed: {err}")
             _close(trackers, f"failed: {err}")
-            raise TestbedError(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") \
-                from err.__cause__   # a callback's own exception stays chained; ours are one line
+            raise type(err)(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") \
+                from err.__cause__   # a callback's or plugin's own exception stays chained; a PluginError one
         except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
             crashed = not isinstance(err, (KeyboardInterrupt, OSError))
             if crashed:  # a bug: its traceback in the run folder, for the report (cli.main names the file)
                 err.log_file = write_crash_log(err, writer.path)
+                plugin = plugin_crash(err)
+                if plugin is not None:  # user code raised: their bug, a PluginError, the run closed as failed
+                    writer.close(status=f"failed: {plugin}")
+                    _close(trackers, f"failed: {plugin}")
+                    raise plugin from err
             status = "interrupted" if isinstance(err, KeyboardInterrupt) else \
                 f"{'crashed' if crashed else 'failed'}: {type(err).__name__}: {err}"
             try:
@@ -119,6 +126,20 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
 
 
 KEPT = ("scenario.resolved.yaml", "summary.json", "rounds.csv", "events.csv", "devices.csv")  # trackers' artifacts
+
+
+def plugin_crash(err: BaseException):
+    """A PluginError for `err` where code a scenario named (not the testbed's) raised it: one line naming that
+    code's file, line and function, and where its traceback is (err.log_file); None where the testbed raised."""
+    from testbed import plugins
+    from testbed.errors import PluginError
+
+    where = plugins.culprit(err)
+    if where is None:
+        return None
+    log = getattr(err, "log_file", None)
+    return PluginError(f"the plugin code at {where} raised {type(err).__name__}: {' '.join(str(err).split())}; fix "
+                       f"it there (traceback in {log}; --debug shows it here)")
 
 
 def _trackers(watch: Watch, scenario: sc.Scenario, writer):

@@ -102,3 +102,17 @@ def run_killed_after(raw: dict, out, round_: int) -> None:
         patch.setattr(RunWriter, "round", round_then_die)
         with pytest.raises(SystemExit):
             run_scenario(sc.validate(raw, "test"), "test", out, quiet=True)
+
+
+def user_module(folder: Path, monkeypatch, source: str, name: str = "user_code"):
+    """Generator for a fixture: `name`.py holding `source` in `folder`, made the current directory and importable
+    as a user's module is when they run from its folder (a fresh import: this test's file, not an earlier
+    test's); yields the folder and forgets the module after the test."""
+    import sys
+
+    (folder / f"{name}.py").write_text(source)
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    yield folder
+    sys.modules.pop(name, None)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from testbed.algorithms.base import LossFn, Params, Strategy, Task
+from testbed.contracts import started
 
 # Evaluation runs the model on batches of EVAL_BATCH samples: on 2 CPU cores 100 was the fastest of 50..2000 for
 # cnn_512, FedLPS's CNN and the Shakespeare LSTM (1.35-1.6x faster than 1000; benchmarks/RESULTS.md). The summed
@@ -38,7 +39,7 @@ class TrainJob:
 def starting_point(strategy: Strategy, job: TrainJob) -> tuple[Params, Params | None]:
     """What the device trains from, and its optimizer's starting state: the strategy's start(task, received),
     which folds in what the device kept (FedLPS's scores, FAdamGT's moments), or the model as received."""
-    return strategy.start(job.task, job.params)
+    return started(strategy, strategy.start(job.task, job.params))
 
 
 def make_loss_fn(model: torch.nn.Module) -> LossFn:

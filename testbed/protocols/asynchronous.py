@@ -187,7 +187,7 @@ class AsyncServer:
         arrivals = self._trained(buffer)
         failures = [Failure(t.task.device, why) for t, why in self.window.ended]
         t_previous = self.window.t_start
-        self.state, metrics = kit.strategy.aggregate(self.state, r, arrivals, failures)
+        self.state, metrics = kit.contracts.aggregated(kit.strategy.aggregate(self.state, r, arrivals, failures), r)
         kit.ended(r, now, [Outcome(t.task.device, t.task.round, "arrived", t.plan.phases[0].start_s, t.plan.end_s,
                                    a.metrics) for (t, _), a in zip(buffer, arrivals)] +
                   [Outcome(t.task.device, t.task.round, why, t.plan.phases[0].start_s, t.plan.end_s)

@@ -28,8 +28,9 @@ from testbed.scenario import Experiment, Purpose, stream
 class Evaluation:
     """The run's evaluation: its test set, its schedule and its scores."""
 
-    def __init__(self, exp: Experiment, placement: Placement):
+    def __init__(self, exp: Experiment, placement: Placement, contracts=None):
         self.exp = exp
+        self.contracts = contracts   # checks the strategy's personal models (testbed/contracts.py)
         self.cfg = exp.scenario.eval
         self.device, self.precision = placement.evaluation, placement.precision
         self.model = model_on(exp.model, self.device)
@@ -80,7 +81,8 @@ class Evaluation:
         if self.local_test is not None:
             local_x, local_y = self.local_test
             correct, _ = self.score(params, local_x, local_y)
-            for d, own in self.exp.strategy.personal_models(state).items():
+            personal = self.exp.strategy.personal_models(state)
+            for d, own in (personal if self.contracts is None else self.contracts.personal(personal)).items():
                 rows = torch.from_numpy(np.flatnonzero(clients.local_test_owner == d))
                 if len(rows):
                     rows_here = rows.to(self.device)

@@ -33,8 +33,8 @@ import torch
 import devices
 from testbed.algorithms.base import Arrival, Params, RoundContext, ServerState, Strategy, Task
 from testbed.checkpoint import Checkpoint
+from testbed.contracts import Contracts
 from testbed.clock import Phase, TaskPlan, Timeline, plan_task
-from testbed.errors import TestbedError
 from testbed.execution import TrainJob
 from testbed.execution.placement import Placement
 from testbed.flops import compute_seconds, forward_flops_per_sample
@@ -104,7 +104,6 @@ class Kit(TaskPlanning, StopRules):
         self._capacity_of: tuple[int | None, np.ndarray | None] = (None, None)
         self._forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self._num_samples = exp.clients.num_samples
-        self._evaluation = Evaluation(exp, self.placement)
         self._resources = resources or Resources(exp)  # built by the caller where it checks the fleet first
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
@@ -113,6 +112,8 @@ class Kit(TaskPlanning, StopRules):
         self.registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
         self.history = History.empty(self.fleet.n)
         self.selector.bind(self.registry, self.scenario.selection_rounds, self.scenario.updates_per_aggregation)
+        self.contracts = Contracts(self.scenario, exp.strategy, self.selector, self._params, self.fleet.n)  # plugins'
+        self._evaluation = Evaluation(exp, self.placement, self.contracts)
         self._observes = type(self.selector).observe is not Selector.observe   # see round_ended
         network = self.scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
@@ -128,7 +129,8 @@ class Kit(TaskPlanning, StopRules):
             self.history = kept["history"]
             self.selector.restore(kept["selector"])
         if start is None:
-            return Start(replace(self.strategy.init(self._params), clients=self._device_state), 0, False, False, {})
+            state = self.contracts.state(self.strategy.init(self._params), "init")
+            return Start(replace(state, clients=self._device_state), 0, False, False, {})
         self._device_state.update(start.state.clients)
         self._resources.restore(start.resources)
         self.selection.bit_generator.state = start.selection
@@ -182,12 +184,7 @@ class Kit(TaskPlanning, StopRules):
         deadline = None if asynchronous else self.scenario.round.deadline_s
         ctx = SelectionContext(r, now, n_select, self.registry, self.history, candidates, usable,
                                deadline_s=deadline, asynchronous=asynchronous, probe=probe, usable_each=usable_each)
-        picked = np.sort(np.asarray(self.selector.select(ctx, self.selection), dtype=np.int64))
-        if len(picked) > n_select or (picked[1:] == picked[:-1]).any():
-            raise TestbedError(f"selection: '{self.scenario.selection.name}' picked {len(picked)} devices "
-                               f"({len(np.unique(picked))} distinct) where {n_select} distinct were asked for; "
-                               "fix its select")
-        return picked
+        return self.contracts.picked(self.selector.select(ctx, self.selection), ctx)
 
     def probe(self, state: ServerState, r: int, t0: float) -> Probe:
         """Round r's probe from t0 (protocols/probe.py): the candidates' losses on the current model, each
@@ -246,7 +243,7 @@ class Kit(TaskPlanning, StopRules):
         were to be picked are the strategy's to read."""
         ctx = RoundContext(r, candidates, n_select, self._num_samples, self.fleet, self.strategy_rng,
                            self._resources.ratio_cap, selected)
-        tasks = self.strategy.configure(state, ctx, self.selection)
+        tasks = self.contracts.tasks(self.strategy.configure(state, ctx, self.selection), ctx)
         self.history.dispatched(np.fromiter((t.device for t in tasks), np.int64, len(tasks)), r)
         return tasks
 
@@ -274,6 +271,7 @@ class Kit(TaskPlanning, StopRules):
                          (self.scenario.seed, Purpose.TRAINING, task.round, task.device))
                 for task, _, received in work]
         results = exp.executor.train(self.strategy, jobs)
+        self.contracts.results(results, [task for task, _, _ in work])
         updates = []
         for (task, timeline, _), result in zip(work, results):
             up = result.up or task.up

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationInfo, field_validator,
                       model_validator)
 
-from testbed.errors import TestbedError
+from testbed.errors import PluginError, TestbedError
 from testbed.names import CODECS, DATASET_PARAMETERS, DATASETS, MODELS
 from testbed import plugins
 from testbed.schema.common import Fraction, Strict, pluggable, registered, relative_to_scenario
@@ -158,14 +158,14 @@ class Data(Strict):
             about_files = isinstance(err, OSError) or (self.root is not None and str(self.root) in str(err))
             raise TestbedError(f"data.{'root' if about_files else 'options'}: {err}") from None
         except Exception as err:  # noqa: BLE001 - only a user's loader gets here: their bug, in one line
-            raise TestbedError(f"data.name: '{self.name}' raised {type(err).__name__}: {' '.join(str(err).split())}; "
-                               "fix the loader") from None
+            raise PluginError(f"data.name: '{self.name}' raised {type(err).__name__}: {' '.join(str(err).split())}; "
+                              "fix the loader") from err
         if not isinstance(dataset, Dataset):
-            raise TestbedError(f"data.name: '{self.name}' returned {type(dataset).__name__}, not a Dataset; return "
-                               "testbed.data.Dataset (docs/extending.md)")
+            raise PluginError(f"data.name: '{self.name}' returned {type(dataset).__name__}, not a Dataset; return "
+                              "testbed.data.Dataset (docs/extending.md)")
         problems = dataset.problems()
         if problems:
-            raise TestbedError(f"data.name: '{self.name}' returned a dataset that cannot train: {problems[0]}")
+            raise PluginError(f"data.name: '{self.name}' returned a dataset that cannot train: {problems[0]}")
         return dataset
 
 
@@ -183,11 +183,11 @@ class Model(Strict):
         except Exception as err:  # noqa: BLE001 - a user's factory failing is their bug, said in one line
             if self.name in MODELS:
                 raise
-            raise TestbedError(f"model.name: '{self.name}' raised {type(err).__name__}: "
-                               f"{' '.join(str(err).split())}; fix the factory") from None
+            raise PluginError(f"model.name: '{self.name}' raised {type(err).__name__}: "
+                              f"{' '.join(str(err).split())}; fix the factory") from err
         if not isinstance(model, torch.nn.Module):
-            raise TestbedError(f"model.name: '{self.name}' returned {type(model).__name__}, not a torch.nn.Module; "
-                               "return the model")
+            raise PluginError(f"model.name: '{self.name}' returned {type(model).__name__}, not a torch.nn.Module; "
+                              "return the model")
         return model
 
 

@@ -27,7 +27,7 @@ def resolve(reference: str) -> Any:
     where it cannot, with how to install Flower where that is what is missing."""
     try:
         return plugins.load(reference)
-    except plugins.PluginError:
+    except plugins.BadReference:
         if reference.partition(":")[0].partition(".")[0] == "flwr" and not _flower_installed():
             raise ValueError(f"cannot import {reference.partition(':')[0]}: Flower is not installed; "
                              f"{INSTALL}") from None

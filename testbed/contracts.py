@@ -1,0 +1,307 @@
+"""Plugins' results checked where they cross into the testbed: a plugin that breaks its interface is named in
+one line with the rule it broke, instead of failing later, deep inside the testbed, as if the testbed had a bug.
+
+What is checked, where (each hook's contract: docs/extending.md):
+- Strategy.init(params) and aggregate(...): a ServerState whose params have exactly the model's parameter names,
+  each a tensor of the model's shape and dtype; aggregate returns the pair (state, metrics). Checked in the kit
+  (init, protocols/kit.py) and by each protocol where it aggregates (sync.py, asynchronous.py, hierarchical.py).
+- metrics (aggregate's; a device's Result.metrics): a dict of str -> real number; "tables" (rows for the run's
+  extra csv files, FedAP's pruning.csv) may hold rows instead. Finiteness stays stopping.py's check_finite (a
+  diverged model), which runs after the round's row is written.
+- Strategy.configure(state, ctx, rng): a list of Task, each for a device among ctx.selected, no device twice,
+  for this round. An empty list is allowed in a synchronous round (a degenerate round: degenerate.py names the
+  plugins); in an asynchronous dispatch every picked device needs its task (the slot is taken for it).
+- Strategy.start(task, received): (params, optimizer state or None), params a dict of tensors (execution/common.py).
+- Strategy.finish(...): a Result whose update holds, for each part of the task's uplink codec, each model
+  parameter at its shape (what the codec encodes; checked in the kit before encoding).
+- Strategy.personal_models(state): a dict of device id -> params of the model's names and shapes (evaluation.py).
+- Selector.select(ctx, rng): integer ids, within the fleet, usable at that instant (ctx.usable_each), none twice,
+  at most ctx.n_select (protocols/kit.py's select); in an asynchronous dispatch, at least one where some device
+  could take a task (the free slots would otherwise wait at that instant for ever).
+- A model factory's output: logits (batch, num_classes, ...) for a batch of the training data, checked once
+  before round 1 (build.py): fewer or more logits than the data has classes are both refused.
+- A dataset loader's result: schema/data.py (Data.load), before the run.
+Who is checked: user plugins (a reference "package.module:attribute" or a short name an installed package
+registers) always; the built-ins only where CHECK_BUILTINS is set (the tests run every built-in through the
+checks): the checks are shapes and keys, not values, but a built-in need not pay even that at 100,000 devices.
+A failed check raises errors.PluginError for a user plugin (the command line: one line, exit 2; the rounds
+already written are kept) and AssertionError for a built-in (a bug of the testbed, reported as one).
+The checks read results only: they draw no random numbers and change nothing, so the tables are the same with
+and without them.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from testbed.errors import PluginError
+
+CHECK_BUILTINS = False   # check the built-ins too (tests): their failure is a testbed bug, an AssertionError
+
+
+def where(hook: Any) -> str:
+    """' (file:line)' of a hook's code where Python knows it (a plain function or method); '' otherwise."""
+    code = getattr(getattr(hook, "__func__", hook), "__code__", None)
+    return "" if code is None else f" ({code.co_filename}:{code.co_firstlineno})"
+
+
+class Plugin:
+    """One plugin of a run: what the scenario calls it (`section` 'name'), the object, and whether it is checked
+    (a user plugin, or any where CHECK_BUILTINS); `fail` raises its broken rule."""
+
+    def __init__(self, section: str, name: str, obj: Any, builtin: bool):
+        self.section, self.name, self.obj, self.builtin = section, name, obj, builtin
+        self.checked = not builtin or CHECK_BUILTINS
+
+    def named(self, hook: str) -> str:
+        """`section` 'name'.hook (file:line); a factory or loader, which is its own hook: `section` 'name' (file:line)."""
+        if not hook:
+            return f"{self.section} '{self.name}'{where(self.obj)}"
+        return f"{self.section} '{self.name}'.{hook}{where(getattr(self.obj, hook, None))}"
+
+    def fail(self, hook: str, broke: str, fix: str, r: int | None = None):
+        self.refuse(f"{'' if r is None else f'round {r}: '}{self.named(hook)} {broke}; {fix}")
+
+    def refuse(self, message: str):
+        raise (AssertionError(f"built-in {message}") if self.builtin else PluginError(message))
+
+
+def _shape(shape) -> str:
+    return f"({', '.join(map(str, shape))})" if len(shape) != 1 else f"({shape[0]},)"
+
+
+def params_problem(params: Any, shapes: Mapping[str, torch.Size], dtypes: Mapping[str, torch.dtype] | None,
+                   parts: tuple[str, ...] = ("",), optional: tuple[str, ...] = ()) -> str | None:
+    """What keeps `params` from being the model's parameters (names, each a tensor of its shape, and of its dtype
+    where `dtypes` are given), once for each of a multi-part payload's `parts` ("m:conv.weight", payload.py;
+    `optional` parts may be there too: a TopK codec's select_by scores); None where nothing does."""
+    from testbed.payload import part_key
+
+    if not isinstance(params, Mapping):
+        return f"{type(params).__name__} instead of a dict of tensors by parameter name"
+    keys = [(part_key(p, n), shape, n) for p in parts + optional for n, shape in shapes.items()]
+    needed = len(parts) * len(shapes)
+    missing = [key for key, _, _ in keys[:needed] if key not in params]
+    if missing or len(params) > needed:
+        allowed = {key for key, _, _ in keys}
+        extra = [repr(n) for n in params if n not in allowed]
+        if missing or extra:
+            return "; ".join(said for said in (f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} "
+                                               "missing" if missing else "",
+                                               f"{', '.join(extra[:3])} not the model's" if extra else "") if said)
+    for key, shape, name in keys:
+        t = params.get(key)
+        if t is None and key not in params:   # an optional part left out
+            continue
+        if not isinstance(t, torch.Tensor):
+            return f"{key} is {type(t).__name__}, not a tensor"
+        if t.shape != shape:
+            return f"{key} has shape {_shape(t.shape)}, the model's is {_shape(shape)}"
+        if dtypes is not None and t.dtype != dtypes[name]:
+            return f"{key} is {t.dtype}, the model's is {dtypes[name]}"
+    return None
+
+
+def metrics_problem(metrics: Any) -> str | None:
+    """What keeps `metrics` from being a dict of str -> real number ("tables": rows of the run's own csv files)."""
+    if not isinstance(metrics, dict):
+        return f"metrics of type {type(metrics).__name__}, not a dict"
+    for key, value in metrics.items():
+        if key == "tables" or isinstance(value, numbers.Real):
+            continue
+        return f"metric {key!r} = {' '.join(repr(value).split())[:60]} ({type(value).__name__}), not a number"
+    return None
+
+
+class Contracts:
+    """The checks of one run's strategy and selector, against its model's parameters (`params`: name -> tensor,
+    as the server holds them) and its fleet of `n` devices."""
+
+    def __init__(self, scenario, strategy, selector, params: Mapping[str, torch.Tensor], n: int):
+        from testbed.schema.algorithms import BUILTIN
+        from testbed.selection import SELECTORS
+
+        self.strategy = Plugin("algorithm", scenario.algorithm.name, strategy, scenario.algorithm.name in BUILTIN)
+        self.selector = Plugin("selection", scenario.selection.name, selector, scenario.selection.name in SELECTORS)
+        self.shapes = {name: p.shape for name, p in params.items()}
+        self.dtypes = {name: p.dtype for name, p in params.items()}
+        self.n = n
+        self.asynchronous = scenario.protocol.kind == "async"
+        self.no_task: list[str] = []   # which plugin handed out no task in a round (degenerate.py words it)
+
+    # ---- the strategy's server side --------------------------------------------------------------------
+    def state(self, state: Any, hook: str, r: int | None = None) -> Any:
+        """init's or aggregate's ServerState, checked."""
+        from testbed.algorithms.base import ServerState
+
+        if not self.strategy.checked:
+            return state
+        fix = "return a ServerState whose params are the model's, name for name (docs/extending.md)"
+        if not isinstance(state, ServerState):
+            self.strategy.fail(hook, f"returned {type(state).__name__} where a ServerState was due", fix, r)
+        problem = params_problem(state.params, self.shapes, self.dtypes)
+        if problem:
+            self.strategy.fail(hook, f"returned a state whose params do not fit the model: {problem}", fix, r)
+        return state
+
+    def aggregated(self, result: Any, r: int) -> tuple[Any, dict]:
+        """aggregate's (state, metrics), checked."""
+        if not self.strategy.checked:
+            return result
+        if not (isinstance(result, tuple) and len(result) == 2):
+            what = type(result).__name__ if not isinstance(result, tuple) else f"a tuple of {len(result)}"
+            self.strategy.fail("aggregate", f"returned {what} where (state, metrics) was due",
+                               "return the pair (ServerState, dict of metrics)", r)
+        state, metrics = result
+        problem = metrics_problem(metrics)
+        if problem:
+            self.strategy.fail("aggregate", f"returned {problem}",
+                               "return metrics as a dict of name -> number (e.g. {'train_loss': 0.3})", r)
+        return self.state(state, "aggregate", r), metrics
+
+    def tasks(self, tasks: Any, ctx) -> list:
+        """configure's tasks for the devices ctx.selected, checked; a round with none is remembered (no_task)."""
+        from testbed.algorithms.base import Task
+
+        if self.strategy.checked:
+            r = ctx.round
+            if not isinstance(tasks, list) or not all(isinstance(t, Task) for t in tasks):
+                what = type(tasks).__name__ if not isinstance(tasks, list) else \
+                    f"a list holding {next(type(t).__name__ for t in tasks if not isinstance(t, Task))}"
+                self.strategy.fail("configure", f"returned {what} where a list of Task was due",
+                                   "return [task_for(d, ctx, ...) for d in ctx.selected]", r)
+            devices = [t.device for t in tasks]
+            picked = set(ctx.selected.tolist())
+            stray = [d for d in devices if d not in picked]
+            twice = len(set(devices)) != len(devices)
+            if stray or twice:
+                self.strategy.fail("configure", f"returned a task for device {stray[0]}, which the selection did "
+                                   f"not pick" if stray else "returned two tasks for one device",
+                                   "give one task to each device of ctx.selected", r)
+            if any(t.round != r for t in tasks):
+                self.strategy.fail("configure", f"returned a task of round {next(t.round for t in tasks if t.round != r)}",
+                                   "set each task's round to ctx.round (task_for does)", r)
+            if self.asynchronous and len(tasks) != len(picked):
+                self.strategy.fail("configure", f"returned {len(tasks)} tasks for {len(picked)} picked devices in "
+                                   "an asynchronous dispatch", "give one task to each device of ctx.selected", r)
+        if not tasks and len(ctx.selected) and self.strategy.named("configure") not in self.no_task:
+            self.no_task.append(self.strategy.named("configure"))
+        return tasks
+
+    # ---- the selector --------------------------------------------------------------------------------------
+    def picked(self, answer: Any, ctx) -> np.ndarray:
+        """select's answer as increasing int64 ids, checked; a pick of none among candidates is remembered."""
+        r, plugin = ctx.round, self.selector
+        if plugin.checked:
+            exact = np.asarray(answer)
+            if exact.ndim != 1 or (exact.dtype.kind not in "iu" and exact.size):
+                plugin.fail("select", f"returned {type(answer).__name__} of {exact.dtype} {_shape(exact.shape)}",
+                            "return a 1-d array of integer ids among ctx.candidates", r)
+        picked = np.sort(np.asarray(answer, dtype=np.int64))
+        if plugin.checked and len(picked):
+            if picked[0] < 0 or picked[-1] >= self.n:
+                bad = picked[0] if picked[0] < 0 else picked[-1]
+                plugin.fail("select", f"returned device {bad}, outside the fleet of {self.n} (ids 0..{self.n - 1})",
+                            "return ids among ctx.candidates", r)
+            offline = picked[~ctx.usable_each(picked)]
+            if len(offline):
+                plugin.fail("select", f"returned device {offline[0]}, which cannot take a task at {ctx.now:g} s "
+                            "(offline, busy, or kept out by memory or battery)",
+                            "return ids among ctx.candidates (or those ctx.usable says yes to)", r)
+        if len(picked) > ctx.n_select or (picked[1:] == picked[:-1]).any():   # worded as before contracts.py
+            plugin.refuse(f"round {r}: selection: '{plugin.name}' picked {len(picked)} devices "
+                          f"({len(np.unique(picked))} distinct) where {ctx.n_select} distinct were asked for; fix its "
+                          f"select{where(plugin.obj.select)}: return distinct ids, at most ctx.n_select")
+        if plugin.checked and self.asynchronous and not len(picked) and ctx.usable_each(np.arange(self.n)).any():
+            # the free slots would wait at this instant for a pick that never comes: the run would hang
+            plugin.fail("select", "returned no device for an asynchronous dispatch while some could take a task",
+                        "return at least one id where ctx.candidates is not empty", r)
+        if not len(picked) and plugin.named("select") not in self.no_task:
+            self.no_task.append(plugin.named("select"))
+        return picked
+
+    # ---- a device's results --------------------------------------------------------------------------------
+    def results(self, results: list, tasks: list) -> None:
+        """finish's Results of these tasks, checked: an update holding each part of its uplink codec, each model
+        parameter at its shape, and numeric metrics."""
+        if not self.strategy.checked:
+            return
+        from testbed.algorithms.base import Result
+
+        for result, task in zip(results, tasks):
+            fix = "return Result(update, metrics) with an update of the model's names and shapes"
+            if not isinstance(result, Result):
+                self.strategy.fail("finish", f"returned {type(result).__name__} where a Result was due", fix,
+                                   task.round)
+            codec = result.up or task.up
+            parts = getattr(codec, "parts", ("",))   # a submodel's UnitMasked payload: the plain names
+            scores = getattr(codec, "select_by", None)
+            problem = params_problem(result.update, self.shapes, None, parts,
+                                     (scores,) if scores is not None and scores not in parts else ())
+            if problem:
+                self.strategy.fail("finish", f"returned an update of device {task.device} that does not fit the "
+                                   f"model: {problem}", fix, task.round)
+            problem = metrics_problem(result.metrics)
+            if problem:
+                self.strategy.fail("finish", f"returned {problem}", fix, task.round)
+
+    def personal(self, models: Any) -> Any:
+        """personal_models' dict of device id -> params, checked."""
+        if not self.strategy.checked:
+            return models
+        fix = "return {device id: params of the model's names and shapes}"
+        if not isinstance(models, dict):
+            self.strategy.fail("personal_models", f"returned {type(models).__name__}, not a dict", fix)
+        for d, params in models.items():
+            if not isinstance(d, numbers.Integral) or not 0 <= d < self.n:
+                self.strategy.fail("personal_models", f"returned a model for {d!r}, not a device id", fix)
+            problem = params_problem(params, self.shapes, None)
+            if problem:
+                self.strategy.fail("personal_models", f"returned device {d}'s model that does not fit: {problem}",
+                                   fix)
+        return models
+
+
+def started(strategy: Any, start: Any) -> Any:
+    """start's (params, optimizer state or None), checked for a strategy of user code (execution/common.py)."""
+    module = type(strategy).__module__
+    if module.partition(".")[0] == "testbed" and not CHECK_BUILTINS:
+        return start
+    if not (isinstance(start, tuple) and len(start) == 2 and isinstance(start[0], Mapping)
+            and all(isinstance(t, torch.Tensor) for t in start[0].values())):
+        plugin = Plugin("algorithm", f"{module}:{type(strategy).__qualname__}", strategy,
+                        module.partition(".")[0] == "testbed")
+        plugin.fail("start", f"returned {type(start).__name__} where (params, optimizer state or None) was due",
+                    "return the dict of tensors to train from and None (or the optimizer's state)")
+    return start
+
+
+def check_model(name: str, model: torch.nn.Module, batch: torch.Tensor, num_classes: int) -> None:
+    """The output of model.name's model on one batch of the data: (batch, num_classes, ...) logits, fewer or more
+    refused. Run in eval mode with no gradient (no batch-norm statistics move, no dropout draws), the mode put
+    back: the run is unchanged."""
+    from testbed import plugins
+    from testbed.names import MODELS
+
+    builtin = name in MODELS
+    if builtin and not CHECK_BUILTINS:
+        return
+    factory = plugins.resolve("model", MODELS, name)
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(batch)
+    finally:
+        model.train(training)
+    plugin = Plugin("model", name, factory, builtin)
+    fix = f"make its last layer give num_classes ({num_classes}) outputs"
+    if not isinstance(out, torch.Tensor):
+        plugin.fail("", f"made a model whose output is {type(out).__name__}, not a tensor of logits", fix)
+    if out.ndim < 2 or out.shape[0] != len(batch) or out.shape[1] != num_classes:
+        got = f"{out.shape[1]} logits a sample" if out.ndim >= 2 else f"outputs of shape {_shape(out.shape)}"
+        plugin.fail("", f"made a model that gives {got} where the data has {num_classes} classes "
+                    f"(output {_shape(out.shape)} for a batch of {len(batch)})", fix)

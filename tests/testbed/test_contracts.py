@@ -1,0 +1,285 @@
+"""Plugins that break their interface (testbed/contracts.py), each a small user module as a user writes one: the
+command line says which plugin broke which rule in one line and exits 2, the rounds already written kept; the
+Python API raises PluginError with that line, the plugin's own exception chained; a plugin that hands out no
+task makes its rounds degenerate, named."""
+import json
+
+import pytest
+from helpers import user_module, write_yaml
+from test_plugins import FOUR_BOARDS
+from test_plugins import USER_MODULE as PLUGINS_MODULE   # its loader and model, and more
+
+import testbed
+from testbed.cli import main
+from testbed.errors import PluginError, TestbedError
+
+USER_MODULE = PLUGINS_MODULE + '''
+from dataclasses import replace
+
+from testbed.algorithms.base import Result
+from testbed.selection import Selector
+
+
+@dataclass(frozen=True)
+class WrongShape(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return replace(new, params={n: p[:1] if p.ndim == 2 else p for n, p in new.params.items()}), metrics
+
+
+@dataclass(frozen=True)
+class MissingTensor(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return replace(new, params={n: p for n, p in new.params.items() if not n.endswith("bias")}), metrics
+
+
+@dataclass(frozen=True)
+class OnlyState(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        return super().aggregate(state, round, arrivals, failures)[0]
+
+
+@dataclass(frozen=True)
+class StringMetric(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return new, metrics | {"train_loss": "low"}
+
+
+@dataclass(frozen=True)
+class SecondRoundBreaks(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return (new if round == 1 else None), metrics
+
+
+@dataclass(frozen=True)
+class Idle(FedAvg):
+    def configure(self, state, ctx, rng):
+        return []
+
+
+@dataclass(frozen=True)
+class HalfUpdate(FedAvg):
+    def finish(self, task, trained, received, stats, opt_state):
+        result = super().finish(task, trained, received, stats, opt_state)
+        return Result({n: u for n, u in result.update.items() if n.endswith("weight")}, result.metrics)
+
+
+@dataclass(frozen=True)
+class Raises(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        raise RuntimeError("the server fell over")
+
+
+def narrow(sample_shape, num_classes, width):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes - 1))
+
+
+def wide(sample_shape, num_classes, width):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes + 2))
+
+
+@dataclass
+class PastTheFleet(Selector):
+    def select(self, ctx, rng):
+        return np.array([10_000])
+
+
+@dataclass
+class Offline(Selector):
+    def select(self, ctx, rng):
+        usable = ctx.usable_each(np.arange(ctx.registry.n))
+        return np.flatnonzero(~usable)[:1]
+
+
+@dataclass
+class Twice(Selector):
+    def select(self, ctx, rng):
+        return np.array([ctx.candidates[0], ctx.candidates[0]])
+
+
+@dataclass
+class TooMany(Selector):
+    def select(self, ctx, rng):
+        return ctx.candidates[: ctx.n_select + 1]
+
+
+@dataclass
+class Nobody(Selector):
+    def select(self, ctx, rng):
+        return np.zeros(0, dtype=np.int64)
+
+'''
+
+SCENARIO = FOUR_BOARDS | {   # test_plugins.py's, on eight devices: four of them come and go, two trained a round
+    "name": "contracts",
+    "fleet": {"groups": [{"profile": "raspberry_pi_4", "count": 4},
+                         {"profile": "jetson_nano", "count": 4,
+                          "availability": {"kind": "markov", "mean_on_s": 20, "mean_off_s": 200}}]},
+    "round": {"clients_per_round": 2}, "stop": {"max_rounds": 3}}
+
+
+@pytest.fixture
+def user_code(tmp_path, monkeypatch):
+    yield from user_module(tmp_path, monkeypatch, USER_MODULE)
+
+
+def line_of(text: str) -> int:
+    """The line of user_code.py that starts with `text` (stripped)."""
+    return next(i for i, line in enumerate(USER_MODULE.splitlines(), 1) if line.strip().startswith(text))
+
+
+def cli(folder, *sets, code=2):
+    """Run SCENARIO with these --set overrides; the one line it printed (exit code `code`)."""
+    folder.mkdir(exist_ok=True)
+    file = write_yaml(folder / "s.yaml", SCENARIO)
+    assert main(["run", str(file), "--out", str(folder / "runs"), "--quiet",
+                 *[a for s in sets for a in ("--set", s)]]) == code
+    return file
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "internal error" not in err, err
+    return err
+
+
+BROKEN = {   # setting -> what the one line says (after "error: ")
+    "wrong-shaped aggregate": (
+        "algorithm.name=user_code:WrongShape",
+        "round 1: algorithm 'user_code:WrongShape'.aggregate ({file}:{WrongShape}) returned a state whose params do "
+        "not fit the model: 1.weight has shape (1, 16), the model's is (3, 16); return a ServerState whose params "
+        "are the model's, name for name (docs/extending.md)"),
+    "a missing tensor": (
+        "algorithm.name=user_code:MissingTensor",
+        "round 1: algorithm 'user_code:MissingTensor'.aggregate ({file}:{MissingTensor}) returned a state whose "
+        "params do not fit the model: 1.bias missing"),
+    "only the state": (
+        "algorithm.name=user_code:OnlyState",
+        "round 1: algorithm 'user_code:OnlyState'.aggregate ({file}:{OnlyState}) returned ServerState where "
+        "(state, metrics) was due; return the pair (ServerState, dict of metrics)"),
+    "a string metric": (
+        "algorithm.name=user_code:StringMetric",
+        "round 1: algorithm 'user_code:StringMetric'.aggregate ({file}:{StringMetric}) returned metric "
+        "'train_loss' = 'low' (str), not a number; return metrics as a dict of name -> number"),
+    "an update without its biases": (
+        "algorithm.name=user_code:HalfUpdate",
+        "round 1: algorithm 'user_code:HalfUpdate'.finish ({file}:{HalfUpdate}) returned an update of device"),
+    "fewer logits than classes": (
+        "model.name=user_code:narrow",
+        "model 'user_code:narrow' ({file}:{narrow}) made a model that gives 2 logits a sample where the data has 3 "
+        "classes (output (2, 2) for a batch of 2); make its last layer give num_classes (3) outputs"),
+    "more logits than classes": (
+        "model.name=user_code:wide",
+        "model 'user_code:wide' ({file}:{wide}) made a model that gives 5 logits a sample where the data has 3 "
+        "classes"),
+    "a selector's id past the fleet": (
+        "selection.name=user_code:PastTheFleet",
+        "round 1: selection 'user_code:PastTheFleet'.select ({file}:{PastTheFleet}) returned device 10000, "
+        "outside the fleet of 8 (ids 0..7); return ids among ctx.candidates"),
+    "a selector picking offline devices": (
+        "selection.name=user_code:Offline",
+        "round 1: selection 'user_code:Offline'.select ({file}:{Offline}) returned device 4, which cannot take a "
+        "task at 0 s (offline, busy, or kept out by memory or battery)"),
+    "a selector picking a device twice": (
+        "selection.name=user_code:Twice",
+        "round 1: selection: 'user_code:Twice' picked 2 devices (1 distinct) where 2 distinct were asked for; fix "
+        "its select ({file}:{Twice}): return distinct ids, at most ctx.n_select"),
+    "a selector picking too many": (
+        "selection.name=user_code:TooMany",
+        "round 1: selection: 'user_code:TooMany' picked 3 devices (3 distinct) where 2 distinct were asked for; "
+        "fix its select ({file}:{TooMany})"),
+}
+HOOKS = {"WrongShape": "def aggregate", "MissingTensor": "def aggregate", "OnlyState": "def aggregate",
+         "StringMetric": "def aggregate", "HalfUpdate": "def finish", "narrow": "def narrow", "wide": "def wide",
+         "PastTheFleet": "def select", "Offline": "def select", "Twice": "def select", "TooMany": "def select",
+         "Nobody": "def select", "Idle": "def configure"}
+
+
+def hook_line(owner: str) -> int:
+    """The line of `owner`'s hook in USER_MODULE: its def (a class's first such def after the class line)."""
+    lines = USER_MODULE.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith((f"class {owner}(", f"def {owner}(")))
+    return next(i for i, line in enumerate(lines[start:], start + 1) if line.strip().startswith(HOOKS[owner]))
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_contract_is_one_line_naming_the_plugin_and_exit_2(case, user_code, capsys):
+    setting, expected = BROKEN[case]
+    cli(user_code, setting)
+    err = one_line(capsys)
+    expected = expected.format(file=user_code / "user_code.py", **{o: hook_line(o) for o in HOOKS})
+    assert expected in err, err
+
+
+def test_rounds_written_before_the_broken_one_are_kept(user_code, capsys):
+    cli(user_code, "algorithm.name=user_code:SecondRoundBreaks")
+    run = user_code / "runs" / "contracts" / "0"
+    err = one_line(capsys)
+    assert err.startswith("error: round 2: algorithm 'user_code:SecondRoundBreaks'.aggregate") and \
+        err.endswith(f"(rounds so far kept in {run})\n")
+    assert (run / "rounds.csv").read_text().count("\n") == 2   # the header and round 1
+    assert json.loads((run / "summary.json").read_text())["status"].startswith("failed: round 2: ")
+
+
+def test_a_configure_that_hands_out_no_task_makes_degenerate_rounds_naming_it(user_code, capsys):
+    cli(user_code, "algorithm.name=user_code:Idle", code=0)
+    summary = json.loads((user_code / "runs" / "contracts" / "0" / "summary.json").read_text())
+    named = f"algorithm 'user_code:Idle'.configure ({user_code / 'user_code.py'}:{hook_line('Idle')})"
+    assert summary["degenerate_rounds"] == {"rounds_without_tasks": 3} and summary["no_task_from"] == [named]
+    assert summary["status"] == "completed"
+    err = capsys.readouterr().err
+    assert err == (f"warning: 3 rounds, of which 3 where no task was handed out ({named} gave none) "
+                   "(summary.json: degenerate_rounds)\n")
+
+
+def test_a_selector_that_picks_nobody_makes_degenerate_rounds_naming_it(user_code, capsys):
+    cli(user_code, "selection.name=user_code:Nobody", code=0)
+    summary = json.loads((user_code / "runs" / "contracts" / "0" / "summary.json").read_text())
+    assert summary["degenerate_rounds"] == {"rounds_without_tasks": 3}
+    assert summary["no_task_from"] == [f"selection 'user_code:Nobody'.select ({user_code / 'user_code.py'}:"
+                                       f"{hook_line('Nobody')})"]
+
+
+def test_the_api_raises_plugin_error_with_the_cli_line_and_the_cause_chained(user_code, capsys):
+    with pytest.raises(PluginError) as raised:
+        testbed.run(SCENARIO, set={"algorithm.name": "user_code:Raises"}, out=user_code / "runs", quiet=True)
+    err = raised.value
+    assert isinstance(err, TestbedError) and isinstance(err.__cause__, RuntimeError)
+    run = user_code / "runs" / "contracts" / "0"
+    line = line_of('raise RuntimeError("the server fell over")')
+    assert str(err) == (f"the plugin code at {user_code / 'user_code.py'}:{line} in aggregate raised RuntimeError: "
+                        f"the server fell over; fix it there (traceback in {run / 'error.log'}; --debug shows it "
+                        "here)")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == f"failed: {err}" and (run / "error.log").is_file()
+    cli(user_code / "cli", "algorithm.name=user_code:Raises")   # the same line on the command line, exit 2
+    assert one_line(capsys) == f"error: {str(err).replace(str(user_code / 'runs'), str(user_code / 'cli/runs'))}\n"
+
+
+def test_the_api_raises_plugin_error_for_a_broken_contract(user_code):
+    with pytest.raises(PluginError, match=r"round 1: algorithm 'user_code:OnlyState'.aggregate .* \(rounds so far "
+                       r"kept in .*runs/contracts/0\)$"):
+        testbed.run(SCENARIO, set={"algorithm.name": "user_code:OnlyState"}, out=user_code / "runs", quiet=True)
+    with pytest.raises(PluginError, match="model 'user_code:narrow'"):
+        testbed.run(SCENARIO, set={"model.name": "user_code:narrow"}, out=user_code / "runs", quiet=True,
+                    overwrite=True)
+
+
+def test_debug_shows_the_plugins_own_exception(user_code):
+    file = write_yaml(user_code / "s.yaml", SCENARIO)
+    with pytest.raises(RuntimeError, match="the server fell over"):
+        main(["run", str(file), "--out", str(user_code / "runs"), "--quiet", "--set",
+              "algorithm.name=user_code:Raises", "--debug"])
+
+
+def test_an_asynchronous_selector_that_picks_nobody_is_refused_not_left_waiting(user_code, capsys):
+    file = write_yaml(user_code / "s.yaml", SCENARIO | {"protocol": {"kind": "async", "concurrency": 2,
+                                                                     "buffer_size": 1}})
+    assert main(["run", str(file), "--out", str(user_code / "runs"), "--quiet", "--set",
+                 "selection.name=user_code:Nobody"]) == 2
+    err = one_line(capsys)
+    assert "round 1: selection 'user_code:Nobody'.select" in err
+    assert "returned no device for an asynchronous dispatch while some could take a task" in err
