@@ -11,8 +11,8 @@ Semantics:
   cut at that instant, as at any run's end ('unfinished', their work wasted), and the written row counts them
   (the callback saw the row before they were cut).
 - Several callbacks each see every row; the first reason given is kept.
-- A callback that raises, or returns anything else, stops the run with a TestbedError that names it (the
-  exception chained as its cause); the rounds written before are kept.
+- A callback that raises, or returns anything else, stops the run with a PluginError (a TestbedError) that names
+  it (its exception chained as the cause); the rounds written before are kept.
 - A resumed run calls them from the round it resumes at.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable
 
-from testbed.errors import TestbedError
+from testbed.errors import PluginError, TestbedError
 
 Callback = Callable[[dict], object]
 
@@ -56,7 +56,7 @@ def asker(callbacks: tuple[Callback, ...], columns: list[str]) -> Callable[[dict
             try:
                 answer = callback(dict(shown))   # a copy each: one callback's edits are not the next one's row
             except Exception as err:  # noqa: BLE001 - the user's code: said in one line, the cause chained
-                raise TestbedError(f"on_round: {named(callback)} raised {type(err).__name__} at round {shown['round']}: "
+                raise PluginError(f"on_round: {named(callback)} raised {type(err).__name__} at round {shown['round']}: "
                                    f"{' '.join(str(err).split())}") from err
             reason = _reason(callback, answer, shown)
             first = first if first is not None else reason
@@ -72,5 +72,5 @@ def _reason(callback: Callback, answer: object, row: dict) -> str | None:
         return f"on_round: {named(callback)} at round {row['round']}"
     if isinstance(answer, str):
         return f"on_round: {answer}"
-    raise TestbedError(f"on_round: {named(callback)} returned {type(answer).__name__}; return None to go on, True or "
+    raise PluginError(f"on_round: {named(callback)} returned {type(answer).__name__}; return None to go on, True or "
                        "a reason (a str) to stop the run")

@@ -30,7 +30,7 @@ def partitioner_class(name: str) -> type:
 
         try:
             found = plugins.load(name)
-        except plugins.PluginError as err:
+        except plugins.BadReference as err:
             raise PartitionError("name", str(err)) from None
     else:
         found = getattr(flower, name, None)

@@ -11,7 +11,7 @@ from helpers import tiny_blobs, tiny_scenario
 
 import testbed
 import testbed.data
-from testbed.errors import TestbedError
+from testbed.errors import PluginError, TestbedError
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_a_callback_that_raises_is_one_line_naming_it_with_its_exception_chained
     message = str(caught.value)
     assert "\n" not in message and message.startswith("on_round: broken (")
     assert "raised ZeroDivisionError at round 2: division by zero" in message and "test_on_round.py:" in message
-    assert isinstance(caught.value.__cause__, ZeroDivisionError)
+    assert isinstance(caught.value, PluginError) and isinstance(caught.value.__cause__, ZeroDivisionError)
     folder = tmp_path / "tiny" / "0"
     assert list(pd.read_csv(folder / "rounds.csv")["round"]) == [1]
     assert json.loads((folder / "summary.json").read_text())["status"].startswith("failed: on_round")
