@@ -66,7 +66,7 @@ def main() -> None:
         print(f"skipped (not installed): {', '.join(skipped)}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        os.environ.setdefault("MLFLOW_TRACKING_URI", (tmp / "mlruns").as_uri())
+        os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{tmp / 'mlflow.db'}")
         os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_DIR", str(tmp / "wandb"))
         one_run(tmp / "warm", args.rounds, [])   # imports, the dataset cache

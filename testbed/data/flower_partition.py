@@ -18,10 +18,13 @@ Semantics:
   partition draws clients (partition.draw_clients: only partitions with min_samples_per_client samples are
   eligible; ascending order), so NaturalIdPartitioner on the clients gives our `natural` partition; fewer: refused.
 - A device left with fewer than min_samples_per_client samples (Flower allows empty partitions) is refused.
-- Every refusal is a PartitionError naming the field below data.partition (`options`, `name`) and the fix.
+- Every refusal is a PartitionError naming the field below data.partition (`options`, `name`) and the fix. The
+  partitioner's warnings (DirichletPartitioner warns at each redraw) are one line on stderr, not one each.
 """
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any
 
 import numpy as np
@@ -52,16 +55,22 @@ def partition(labels: np.ndarray, n_clients: int, rng: np.random.Generator, name
     except Exception as err:  # noqa: BLE001 - its own refusal of these options, in its words
         raise PartitionError("options", f"{name} refused them: {_one_line(err)}") from None
     partitioner.dataset = _table(labels, options.get("partition_by"), clients)
-    try:
-        count = partitioner.num_partitions
-        if count < n_clients:
-            raise PartitionError("options", f"{name} made {count} partitions for {n_clients} devices; use at most "
-                                            f"{count} devices")
-        parts = [np.asarray(partitioner.load_partition(i)[INDEX], dtype=np.int64) for i in range(count)]
-    except PartitionError:
-        raise
-    except Exception as err:  # noqa: BLE001 - the partitioner's refusal of this data (too few samples...)
-        raise PartitionError("options", f"{name} refused this data: {_one_line(err)}") from None
+    with warnings.catch_warnings(record=True) as said:   # a warning a redraw (Dirichlet): one line, below
+        warnings.simplefilter("always")
+        try:
+            count = partitioner.num_partitions
+            if count < n_clients:
+                raise PartitionError("options", f"{name} made {count} partitions for {n_clients} devices; use at "
+                                                f"most {count} devices")
+            parts = [np.asarray(partitioner.load_partition(i)[INDEX], dtype=np.int64) for i in range(count)]
+        except PartitionError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the partitioner's refusal of this data (too few samples...)
+            redrawn = f" (after {len(said)} warnings)" if said else ""
+            raise PartitionError("options", f"{name} refused this data{redrawn}: {_one_line(err)}") from None
+    if said:
+        print(f"warning: data.partition: {name} warned {len(said)} time{'s' * (len(said) > 1)} while partitioning, "
+              f"first: {' '.join(str(said[0].message).split())[:200]}", file=sys.stderr)
     if count > n_clients:
         sizes = np.array([len(p) for p in parts])
         chosen = draw_clients(np.arange(count), sizes, n_clients, rng, min_samples, f"{name} made only {{}} "

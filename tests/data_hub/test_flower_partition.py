@@ -148,3 +148,17 @@ def test_without_the_extra_the_schema_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "flwr_datasets.partitioner", None)
     message = _refusal(_mnist5k({"kind": "flwr", "name": "IidPartitioner"}))
     assert message == 's: data.partition.name: Flower\'s partitioners need the hf extra: pip install -e ".[hf]"'
+
+
+def test_the_partitioners_warnings_are_one_line(capsys):
+    """DirichletPartitioner warns at each redraw; the run says it once, or names the count in its refusal."""
+    labels = np.arange(200) % 4
+    options = {"alpha": 1.0, "partition_by": "label", "min_partition_size": 12}
+    parts = partition(labels, 10, np.random.default_rng(0), "DirichletPartitioner", options | {"seed": 1})
+    assert min(map(len, parts)) >= 12
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and said[0].startswith("warning: data.partition: DirichletPartitioner warned 3 times "
+                                                 "while partitioning, first: The specified min_partition_size (12)")
+    with pytest.raises(ValueError, match=r"refused this data \(after 11 warnings\): ValueError: The max number"):
+        partition(labels, 10, np.random.default_rng(0), "DirichletPartitioner", options | {"seed": 2})
+    assert capsys.readouterr().err == ""
