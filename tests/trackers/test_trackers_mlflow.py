@@ -34,7 +34,7 @@ def store(tmp_path_factory):
             play(Trackers([f"mlflow={out}"], run), run)
         for name, end in (("failed/0", "failed: the data is gone"), ("interrupted/0", "interrupted")):
             trackers = Trackers([f"mlflow={out}"], dataclasses.replace(tracked_run(out, name=name), scenario="bad"))
-            trackers.start()  # no rows: a run that logged asynchronously takes MLflow a second to end
+            trackers.start()  # no rows
             trackers.close(end)
         run = dataclasses.replace(tracked_run(out, name="broken/0"), scenario="bad")
         mp.setattr("testbed.trackers.mlflow.FLUSH_S", 0.0)  # each round sent as it comes: round 2's send breaks
