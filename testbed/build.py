@@ -144,7 +144,6 @@ def initial_accuracy(model: torch.nn.Module, dataset: Dataset, clients: ClientDa
     return np.array([correct[idx].mean() if len(idx) else 0.0 for idx in clients.train])
 
 
-
 def selector_of(section: Selection) -> Selector:
     """A fresh selector of the `selection:` section: its class with its options (validation built one already,
     so options it refuses never reach a run)."""

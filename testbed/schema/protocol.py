@@ -23,7 +23,6 @@ class ConstantStaleness(Strict):
     kind: Literal["constant"]
 
 
-
 class PolynomialStaleness(Strict):
     """(1 + tau)^-a; a = 0.5 is FedBuff's 1 / sqrt(1 + tau)."""
 

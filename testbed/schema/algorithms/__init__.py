@@ -4,11 +4,11 @@ what a Build holds: the local optimizer, the codecs, the submodel costs of the m
 run's length (P-UCBV's xi = R / (K eps)). The configs live by family (dense, submodels, adaptive, server_data,
 flower); a name that is not a built-in's goes to PluginAlgorithm (plugin.py).
 
-A section is read by its name's config alone: BUILTIN (builtin.py) names each built-in's config class by reference, its family
-module is imported when a scenario names it and that config's validator built then, so that validating a scenario
-does not build the other 45. The section stays a tagged union of the names: the errors' locations
-(algorithm.fedprox.mu, shown as algorithm.mu) and a missing name's message are pydantic's own, as they were with
-the configs themselves in the union; the JSON schema imports every family.
+A section is read by its name's config alone: BUILTIN (builtin.py) names each built-in's config class by
+reference, its family module is imported when a scenario names it and that config's validator built then, so that
+validating a scenario does not build the other 45. The section stays a tagged union of the names: the errors'
+locations (algorithm.fedprox.mu, shown as algorithm.mu) and a missing name's message are pydantic's own, as they
+were with the configs themselves in the union; the JSON schema imports every family.
 """
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ BUFFERED_AND_MIXING, BUFFERED = frozenset({"buffered", "mixing"}), frozenset({"b
 
 class AlgorithmConfig(Strict):
     """An algorithm's section: its name, its options and what it needs of the scenario (its Strategy: built by
-    testbed/strategies.py). The class attributes mean what Strategy's do (testbed/algorithms/base.py); a plugin's section reads them off
-    the user's Strategy class."""
+    testbed/strategies.py). The class attributes mean what Strategy's do (testbed/algorithms/base.py); a
+    plugin's section reads them off the user's Strategy class."""
 
     ASYNC: ClassVar[frozenset[str]] = frozenset()
     NEEDS_LOCAL_STEPS: ClassVar[bool] = False
