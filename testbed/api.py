@@ -29,7 +29,7 @@ from os.path import commonpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Union
 
-from testbed.errors import TestbedError
+from testbed.errors import TestbedError, with_article
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -290,9 +290,8 @@ def _raw(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tupl
     elif _is_scenario(scenario):
         raw, source, base_dir = scenario.model_dump(mode="json"), f"scenario {scenario.name}", Path(".")
     else:
-        kind = type(scenario).__name__
-        raise TestbedError(f"scenario: got {'an' if kind[0] in 'aeiou' else 'a'} {kind}; give a YAML file's path, a "
-                           "dict or a testbed Scenario")
+        raise TestbedError(f"scenario: got {with_article(type(scenario).__name__)}; give a YAML file's path, a dict "
+                           "or a testbed Scenario")
     if isinstance(overrides, dict):
         for key, value in overrides.items():
             sc.set_path(raw, key, value, f"set {key}")

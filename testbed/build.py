@@ -1,5 +1,7 @@
 """A validated scenario to live objects: dataset, partition, model, fleet, strategy and executor, each from
-its own random stream spawned from the scenario's seed."""
+its own random stream spawned from the scenario's seed; and the run's selector and staleness function, from their
+sections. The schema (testbed/schema/) stays plain data: what its sections make is made here (the strategy of the
+`algorithm:` section by testbed/strategies.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -13,14 +15,21 @@ from testbed.data import PARTITIONERS, Dataset
 from testbed.data.clients import ClientData, assign
 from testbed.data.partition import label_histograms
 from testbed.data.server import SharedData, carve, share_with_devices
+from testbed import plugins
 from testbed.contracts import check_model
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
 from testbed.execution.processes import ProcessExecutor, workers_for
+from testbed.functional import score
 from testbed.local import LocalSGD
 from testbed.payload import CODECS
 from testbed.algorithms.base import Build
+from testbed.protocols import staleness
+from testbed.schema.protocol import Staleness
 from testbed.schema.scenario import Scenario
+from testbed.schema.selection import Selection
+from testbed.selection import SELECTORS, Selector
+from testbed.strategies import strategy_of
 from testbed.submodel import SubmodelCosts
 
 
@@ -86,7 +95,7 @@ def build(scenario: Scenario) -> Experiment:
     model = scenario.model.make(dataset.sample_shape, dataset.num_classes)
     check_model(scenario.model.name, model, dataset.train_x[:2], dataset.num_classes)  # logits for every class
     client = LocalSGD(**scenario.client.model_dump())
-    strategy = scenario.algorithm.strategy(Build(
+    strategy = strategy_of(scenario.algorithm, Build(
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
         scenario.updates_per_aggregation, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
         lambda: initial_accuracy(model, dataset, clients)))
@@ -130,9 +139,20 @@ def _server_data(scenario: Scenario, labels: np.ndarray, num_classes: int) -> tu
 def initial_accuracy(model: torch.nn.Module, dataset: Dataset, clients: ClientData) -> np.ndarray:
     """(n,) each device's accuracy of the initial model on its own training data (P-UCBV's a_k^{-1}): one forward
     pass over the training set before round 1, at no simulated cost (the paper charges nothing for it either)."""
-    from testbed.execution import score
-
     params = {n: p.detach() for n, p in model.named_parameters()}
     correct, _ = score(model, params, dataset.train_x, dataset.train_y)
     return np.array([correct[idx].mean() if len(idx) else 0.0 for idx in clients.train])
 
+
+def selector_of(section: Selection) -> Selector:
+    """A fresh selector of the `selection:` section: its class with its options (validation built one already,
+    so options it refuses never reach a run)."""
+    return plugins.resolve("selector", SELECTORS, section.name)(**section.options)
+
+
+STALENESS = {"constant": staleness.Constant, "polynomial": staleness.Polynomial, "hinge": staleness.Hinge}
+
+
+def staleness_of(section: Staleness) -> staleness.Constant | staleness.Polynomial | staleness.Hinge:
+    """The staleness function s(tau) of protocol.staleness: its kind's function with the section's constants."""
+    return STALENESS[section.kind](**section.model_dump(exclude={"kind"}))

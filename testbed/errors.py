@@ -12,6 +12,12 @@ class TestbedError(Exception):
     __test__ = False  # not a pytest test class, despite the name
 
 
+def with_article(noun: str) -> str:
+    """'an int', 'a list': a noun of a message (a type's name, say) with its indefinite article, by its first
+    letter (a vowel: "an")."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
 def write_crash_log(err: BaseException, folder: Path | None = None) -> Path:
     """The traceback of `err` in folder/error.log (a new file in the temporary folder where none is given)."""
     text = "".join(traceback.format_exception(err))

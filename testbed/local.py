@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 import torch
 from torch.func import grad_and_value, vmap
 
 from testbed import rules
+from testbed.functional import Params
 
-if TYPE_CHECKING:  # a type only: importing testbed.algorithms here would be circular
-    from testbed.algorithms.base import Params
-
-Objective = Callable[["Params", "Params", torch.Tensor, torch.Tensor, dict], tuple[torch.Tensor, dict]]
-Trained = tuple["Params", dict[str, float], "Params"]  # parameters, {train_loss, train_accuracy}, optimizer state
+Objective = Callable[[Params, Params, torch.Tensor, torch.Tensor, dict], tuple[torch.Tensor, dict]]
+Trained = tuple[Params, dict[str, float], Params]  # parameters, {train_loss, train_accuracy}, optimizer state
 
 
 @dataclass(frozen=True)
@@ -51,6 +49,11 @@ class LocalSchedule:
     def samples_processed(self, num_samples: int) -> int:
         """What the device computes on (its FLOPs follow from it)."""
         return sum(self.batch_sizes(num_samples))
+
+    def schedule(self) -> dict:
+        """This learning rate and minibatch schedule as keyword arguments, to build a local optimizer of another
+        kind on the same schedule (FedAdam-SSM's local Adam from the `client:` section's SGD)."""
+        return {f: getattr(self, f) for f in LocalSchedule.__dataclass_fields__}
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ import traceback
 from functools import cache
 from typing import Any, Mapping
 
+from testbed.errors import with_article
+
 GROUPS = {"algorithm": "fl_edge_testbed.algorithms", "model": "fl_edge_testbed.models",
           "dataset": "fl_edge_testbed.datasets", "selector": "fl_edge_testbed.selectors"}
 
@@ -148,7 +150,7 @@ def check_subclass(found: Any, base: type, reference: str) -> None:
     signature of every method it overrides (it must take the arguments the testbed passes)."""
     interface = f"{base.__module__}.{base.__name__}"
     if not (isinstance(found, type) and issubclass(found, base)):
-        what = _article(type(found).__name__) if not isinstance(found, type) else f"the class {found.__name__}"
+        what = with_article(type(found).__name__) if not isinstance(found, type) else f"the class {found.__name__}"
         raise BadReference(f"'{reference}' is {what}, not a {base.__name__}; subclass {interface} "
                           "(docs/extending.md)")
     missing = sorted(getattr(found, "__abstractmethods__", ()))
@@ -172,7 +174,7 @@ def check_subclass(found: Any, base: type, reference: str) -> None:
 def check_callable(found: Any, reference: str, arguments: tuple[str, ...] | None, what: str) -> None:
     """`found` must be callable (with these positional arguments, where given: a model factory's)."""
     if not callable(found):
-        raise BadReference(f"'{reference}' is {_article(type(found).__name__)}, not {what}; name a function or "
+        raise BadReference(f"'{reference}' is {with_article(type(found).__name__)}, not {what}; name a function or "
                           "class")
     if arguments is None:
         return
@@ -183,7 +185,3 @@ def check_callable(found: Any, reference: str, arguments: tuple[str, ...] | None
                           f"({', '.join(arguments)}); give it those parameters") from None
     except ValueError:  # a builtin without a signature: nothing to check before calling it
         pass
-
-
-def _article(noun: str) -> str:
-    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from testbed.clock import Timeline  # re-exported: plugin authors import it from here
+from testbed.functional import LossFn, Params  # re-exported: strategies and user code import them from here
 from testbed.payload import Dense, UnitMasked
 from testbed.selection.base import select_uniform  # noqa: F401 - re-exported for user code
 
@@ -27,9 +28,6 @@ if TYPE_CHECKING:  # what a Build holds; imported for the annotations only, so t
     from testbed.data.server import SharedData
     from testbed.local import LocalSGD
     from testbed.submodel import SubmodelCosts
-
-Params = dict[str, torch.Tensor]
-LossFn = Callable[[Params, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # -> (loss, accuracy)
 
 
 @dataclass(frozen=True)
@@ -118,19 +116,6 @@ class Build:
     shared: SharedData | None = None   # the server's own data (data.server)
     initial_accuracy: Callable[[], np.ndarray] | None = None  # each device's accuracy of the initial model on its
                                                               # training data (P-UCBV's a_k^{-1}), measured on demand
-
-    @property
-    def xi(self) -> float:
-        from testbed.algorithms.ratios import xi_for
-
-        return xi_for(self.rounds, self.clients_per_round)
-
-    @property
-    def schedule(self) -> dict:
-        """The client section's learning rate and minibatch schedule, for a local optimizer other than SGD."""
-        from testbed.local import LocalSchedule
-
-        return {f: getattr(self.client, f) for f in LocalSchedule.__dataclass_fields__}
 
 
 class Strategy(ABC):

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-Params = dict[str, torch.Tensor]
+from testbed.functional import Params
 EPS = 1e-12
 
 

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-Params = dict[str, torch.Tensor]
+from testbed.functional import Params
 
 HVP_FORWARDS = 6  # a Hessian-vector product by double backward costs about two gradients, a gradient 3 forwards
 

@@ -12,23 +12,17 @@ import torch
 from testbed.algorithms.fedap import aggregate_rate
 from testbed.algorithms.hessian import HVP_FORWARDS, gap_rate, hessian_vector_product, lanczos_density
 from testbed.data.server import SharedData
+from testbed.functional import Params, make_loss_fn
 from testbed.local import LocalSGD, train_one
 
-Params = dict[str, torch.Tensor]
 LANCZOS = 1  # the purpose of the server's streams for its Hessian estimates (the SGD's is 0)
-
-
-def _loss_fn(model: torch.nn.Module):
-    from testbed.execution.common import make_loss_fn  # imported here: testbed.execution imports the algorithms
-
-    return make_loss_fn(model)
 
 
 def server_sgd(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor, client: LocalSGD,
                rng: np.random.Generator, held: Params | None = None) -> tuple[Params, int]:
     """The client's schedule on (x, y) from `params`, entries where `held` is 0 frozen: (trained, samples
     processed)."""
-    loss_fn = _loss_fn(model)
+    loss_fn = make_loss_fn(model)
 
     def objective(p, anchor, xb, yb, extras):
         loss, accuracy = loss_fn(p, xb, yb)
@@ -42,7 +36,7 @@ def squared_gradients(model: torch.nn.Module, params: Params, x: torch.Tensor, y
                       rng: np.random.Generator) -> Params:
     """PruneFL's importance: sum over one pass of shuffled minibatches of the squared gradient of every entry
     (a masked entry's too: it is what would regrow it)."""
-    loss_fn, params = _loss_fn(model), {n: p.detach().requires_grad_() for n, p in params.items()}
+    loss_fn, params = make_loss_fn(model), {n: p.detach().requires_grad_() for n, p in params.items()}
     total = {n: torch.zeros_like(p) for n, p in params.items()}
     for batch in torch.from_numpy(rng.permutation(len(y))).split(batch_size):
         grads = torch.autograd.grad(loss_fn(params, x[batch], y[batch])[0], list(params.values()))
@@ -53,13 +47,13 @@ def squared_gradients(model: torch.nn.Module, params: Params, x: torch.Tensor, y
 
 def server_accuracy(model: torch.nn.Module, params: Params, x: torch.Tensor, y: torch.Tensor) -> float:
     with torch.no_grad():
-        return float(_loss_fn(model)(params, x, y)[1])
+        return float(make_loss_fn(model)(params, x, y)[1])
 
 
 def hessian_rates(model: torch.nn.Module, params: Params, participants: list[tuple[torch.Tensor, torch.Tensor]],
                   steps: int, rngs: list[np.random.Generator]) -> np.ndarray:
     """p*_k of each participant: the gap rate of the Lanczos density of its loss's Hessian at `params`."""
-    loss_fn = _loss_fn(model)
+    loss_fn = make_loss_fn(model)
     rates = []
     for (x, y), rng in zip(participants, rngs):
         hvp = hessian_vector_product(lambda p: loss_fn(p, x, y)[0], params)

@@ -1,6 +1,7 @@
 """Split a training set's indices among clients: IID, Dirichlet over labels, label shards, the dataset's
-natural clients, or one of Flower Datasets' partitioners (flwr, the hf extra); split each client's data into
-train / validation / test; measure how non-IID a split is.
+natural clients (Flower Datasets' partitioners, the `flwr` kind: flower_partition.py; the registry of every kind,
+PARTITIONERS: testbed/data/__init__.py); split each client's data into train / validation / test; measure how
+non-IID a split is.
 
 Each partitioner takes the labels, the number of clients and a numpy Generator, and returns one index array
 per client. Every client gets at least `min_samples` samples: a device with no data would train for zero
@@ -88,18 +89,6 @@ def draw_clients(ids: np.ndarray, counts: np.ndarray, n_clients: int, rng: np.ra
     if n_clients < 1:
         raise ValueError("the natural partition needs at least one device")
     return eligible if n_clients == len(eligible) else np.sort(rng.choice(eligible, n_clients, replace=False))
-
-
-def flwr(labels: np.ndarray, n_clients: int, rng: np.random.Generator, name: str, options: dict,
-         min_samples: int = 1, clients: np.ndarray | None = None) -> list[np.ndarray]:
-    """Flower Datasets' partitioner `name` with `options` (testbed/data/flower_partition.py, imported here so that
-    this module needs neither Flower nor datasets)."""
-    from testbed.data.flower_partition import partition
-
-    return partition(labels, n_clients, rng, name, options, min_samples, clients)
-
-
-PARTITIONERS = {"iid": iid, "dirichlet": dirichlet, "shards": shards, "natural": natural, "flwr": flwr}
 
 
 def split_clients(parts: list[np.ndarray], rng: np.random.Generator, val_fraction: float,

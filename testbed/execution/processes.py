@@ -61,8 +61,9 @@ import torch
 from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
 from testbed.errors import TestbedError
-from testbed.execution.common import EVAL_BATCH, TrainJob, logits
+from testbed.execution.common import TrainJob
 from testbed.execution.threads import DEFAULT_THREADS
+from testbed.functional import EVAL_BATCH, logits
 
 log = logging.getLogger("testbed")
 

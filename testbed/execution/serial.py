@@ -7,9 +7,10 @@ import torch
 from testbed.algorithms.base import Result, Strategy
 from testbed.data.dataset import Dataset
 from testbed.errors import TestbedError
-from testbed.execution.common import TrainJob, make_loss_fn, starting_point
+from testbed.execution.common import TrainJob, starting_point
 from testbed.execution.device import home_of, model_on, moved, training_device
 from testbed.execution.precision import arithmetic
+from testbed.functional import make_loss_fn
 from testbed.local import train_one
 
 

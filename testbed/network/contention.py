@@ -21,7 +21,7 @@ timelines are replaced from t on.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +30,7 @@ from testbed.clock import Phase, Timeline
 from testbed.network import fluid
 from testbed.network.topology import Topology
 
-Profile = tuple[tuple[float, ...], tuple[float, ...]]   # a flow's (instants, bytes moved by each): linear between
+Profile = fluid.Profile
 NO_FLOW: Profile = ((), ())
 
 
@@ -47,19 +47,7 @@ class SharedTimeline(Timeline):
             return super().spent(phase, elapsed_s, full)
         total, profile, start = ((self.bytes_down, self.down_profile, self.starts[0]) if phase == "download"
                                  else (self.bytes_up, self.up_profile, self.starts[2]))
-        return min(total, int(moved_by(profile, start + elapsed_s))), 0
-
-
-def moved_by(profile: Profile, t: float) -> float:
-    """Bytes moved by t: np.interp over the breakpoints around t alone (the same arithmetic on the same two
-    points), as a profile grows by a few breakpoints at every dispatch that carries its flow."""
-    times, moved = profile
-    j = bisect_right(times, t)   # times are non-decreasing
-    if j == 0:
-        return 0.0
-    if j == len(times):
-        return float(moved[-1])
-    return float(np.interp(t, times[j - 1:j + 1], moved[j - 1:j + 1]))
+        return min(total, int(fluid.moved_by(profile, start + elapsed_s))), 0
 
 
 @dataclass(frozen=True)
@@ -140,7 +128,7 @@ class _State:
         if flow_start >= t:   # not flowing yet: as planned
             self.flow[direction] = (flow_start, float(nbytes))
             return
-        moved = moved_by(profile, t)
+        moved = fluid.moved_by(profile, t)
         times, amounts = profile
         kept = bisect_left(times, t)   # the breakpoints before t (times are non-decreasing)
         self.profile[direction] = (times[:kept] + (t,), amounts[:kept] + (moved,))

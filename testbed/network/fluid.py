@@ -18,12 +18,30 @@ solve of the whole to rounding (rates are constant between events; see tests/net
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
 
 from testbed.network.maxmin import fair_rates, sorted_pairs
 from testbed.network.uncongested import congested, first_congestion, loads_between
+
+
+Profile = tuple[tuple[float, ...], tuple[float, ...]]   # a flow's (instants, bytes moved by each): linear between
+
+
+def moved_by(profile: Profile, t: float) -> float:
+    """Bytes a flow had moved by instant t, from its profile: 0 before its first instant, its last amount from its
+    last instant (its end) on, linear in between (its rate is constant between breakpoints). np.interp over the
+    two breakpoints around t alone (the same arithmetic on the same two points as over all of them), as a
+    carried flow's profile (network/contention.py) grows by a few breakpoints at every dispatch."""
+    times, moved = profile
+    j = bisect_right(times, t)   # times are non-decreasing
+    if j == 0:
+        return 0.0
+    if j == len(times):
+        return float(moved[-1])
+    return float(np.interp(t, times[j - 1:j + 1], moved[j - 1:j + 1]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,24 +64,22 @@ class Flows:
     event_s: np.ndarray     # (E,) the event instants
     load_Bps: np.ndarray    # (E, L) each link's summed rate from each event to the next
 
-    def moved_by(self, i: int, t) -> np.ndarray | float:
-        """Bytes flow i had moved by instant(s) t: piecewise linear between its breakpoints."""
-        t = np.asarray(t, dtype=float)
+    def profile(self, i: int) -> Profile:
+        """Flow i's breakpoints and its end, as (instants, bytes moved by each): what moved_by reads."""
         lo, hi = self.breaks[i], self.breaks[i + 1]
-        seg = np.clip(np.searchsorted(self.break_s[lo:hi], t, side="right") - 1, 0, None) + lo
-        running = self.break_moved[seg] + self.break_Bps[seg] * (t - self.break_s[seg]) if hi > lo else 0.0 * t
-        moved = np.where(t <= self.start_s[i], 0.0, np.where(t >= self.end_s[i], self.moved[i], running))
-        return moved if moved.ndim else float(moved)
+        return (tuple(self.break_s[lo:hi].tolist()) + (float(self.end_s[i]),),
+                tuple(self.break_moved[lo:hi].tolist()) + (float(self.moved[i]),))
+
+    def moved_by(self, i: int, t) -> np.ndarray | float:
+        """Bytes flow i had moved by instant(s) t (moved_by below, on its profile)."""
+        profile = self.profile(i)
+        if np.ndim(t):
+            return np.array([moved_by(profile, x) for x in np.asarray(t, dtype=float)])
+        return moved_by(profile, float(t))
 
     def moved_at(self, t: float) -> np.ndarray:
         """Bytes every flow had moved by instant t, (n,)."""
-        n = len(self.start_s)
-        owner = np.repeat(np.arange(n), np.diff(self.breaks))
-        passed = np.bincount(owner[self.break_s <= t], minlength=n)    # breakpoints at or before t, per flow
-        seg = np.minimum(self.breaks[:-1] + np.maximum(passed - 1, 0), max(len(self.break_s) - 1, 0))
-        running = self.break_moved[seg] + self.break_Bps[seg] * (t - self.break_s[seg]) if len(self.break_s) \
-            else np.zeros(n)
-        return np.where(t <= self.start_s, 0.0, np.where(t >= self.end_s, self.moved, running))
+        return np.array([self.moved_by(i, t) for i in range(len(self.start_s))])
 
     def remaining_at(self, t: float) -> np.ndarray:
         """Bytes every flow still had to move at instant t (its bytes where it had not started)."""

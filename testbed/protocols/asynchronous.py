@@ -41,6 +41,7 @@ import numpy as np
 import simpy
 
 from testbed.algorithms.base import Failure, Task
+from testbed.build import staleness_of
 from testbed.clock import TaskPlan, Timeline
 from testbed.protocols.kit import Kit
 from testbed.protocols.planning import Planned
@@ -72,7 +73,7 @@ class AsyncServer:
     def __init__(self, kit: Kit, env: simpy.Environment):
         self.kit, self.env, self.cfg = kit, env, kit.scenario
         self.protocol = self.cfg.protocol
-        self.weight = self.protocol.staleness.function()
+        self.weight = staleness_of(self.protocol.staleness)
         start = kit.begin()
         self.state, self.version, kept = start.state, start.played, start.kept
         self.resumed, self.finished_before = start.resumed, start.finished   # from a checkpoint; of a finished run

@@ -32,6 +32,7 @@ import torch
 
 import devices
 from testbed.algorithms.base import Arrival, Params, RoundContext, ServerState, Strategy, Task
+from testbed.build import selector_of
 from testbed.checkpoint import Checkpoint
 from testbed.contracts import Contracts
 from testbed.clock import Phase, TaskPlan, Timeline, plan_task
@@ -108,7 +109,7 @@ class Kit(TaskPlanning, StopRules):
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
         self._device_state = ClientStore(self.scenario.device_state.max_in_memory)
-        self.selector = self.scenario.selection.selector()
+        self.selector = selector_of(self.scenario.selection)
         self.registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
         self.history = History.empty(self.fleet.n)
         self.selector.bind(self.registry, self.scenario.selection_rounds, self.scenario.updates_per_aggregation)

@@ -1,7 +1,8 @@
 """The `protocol:` section: synchronous rounds (the default), asynchronous aggregation, or hierarchical
 aggregation through the cells' edge servers, on the same clock.
 
-Semantics of each: testbed/protocols/sync.py, asynchronous.py and hierarchical.py.
+Semantics of each: testbed/protocols/sync.py, asynchronous.py and hierarchical.py. A staleness section is the
+function's kind and constants (testbed/protocols/staleness.py); testbed/build.py makes the function of it.
 """
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from testbed.protocols import staleness
 from testbed.schema.common import Strict
 
 
@@ -22,18 +22,12 @@ class SyncProtocol(Strict):
 class ConstantStaleness(Strict):
     kind: Literal["constant"]
 
-    def function(self):
-        return staleness.Constant()
-
 
 class PolynomialStaleness(Strict):
     """(1 + tau)^-a; a = 0.5 is FedBuff's 1 / sqrt(1 + tau)."""
 
     kind: Literal["polynomial"]
     a: NonNegativeFloat = 0.5
-
-    def function(self):
-        return staleness.Polynomial(self.a)
 
 
 class HingeStaleness(Strict):
@@ -42,9 +36,6 @@ class HingeStaleness(Strict):
     kind: Literal["hinge"]
     a: NonNegativeFloat
     b: NonNegativeInt
-
-    def function(self):
-        return staleness.Hinge(self.a, self.b)
 
 
 Staleness = Annotated[Union[ConstantStaleness, PolynomialStaleness, HingeStaleness], Field(discriminator="kind")]

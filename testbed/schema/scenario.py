@@ -86,11 +86,11 @@ class Scenario(Strict):
         if self.protocol.kind in ("sync", "hierarchical"):
             if self.round is None:
                 raise ValueError("round: required for synchronous rounds; add round: {clients_per_round: 10}")
-            if self.round.deadline_s is None and self.selection.selector().needs_deadline():
+            if self.round.deadline_s is None and self.selection.checked().needs_deadline():
                 raise ValueError(f"selection: '{self.selection.name}' picks devices that fit a round deadline and "
                                  "none is set; add round.deadline_s, or a deadline_s to selection.options")
             return self
-        selector = self.selection.selector()
+        selector = self.selection.checked()
         if selector.async_refusal():
             raise ValueError(selector.async_refusal())
         if not selector.ASYNC:
@@ -148,7 +148,7 @@ class Scenario(Strict):
             raise ValueError(f"protocol: the cloud aggregates the edges' model deltas as updates, which "
                              f"{self.algorithm.name}'s server cannot take; use protocol kind sync, or one of: "
                              f"{', '.join(runs_async())}")
-        if self.selection.selector().async_refusal():
+        if self.selection.checked().async_refusal():
             raise ValueError(f"selection.options: '{self.selection.name}' asks for a probe at a round's start, which "
                              "an edge round does not run; change the option (e.g. loss: reported) or use protocol "
                              "kind sync")

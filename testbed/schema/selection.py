@@ -30,11 +30,12 @@ class Selection(Strict):
         cls = plugins.resolve("selector", SELECTORS, self.name)
         plugins.check_subclass(cls, Selector, self.name)
         check_options("selection", self.name, parameters(cls, set()), annotated_types(cls), self.options)
-        self.selector()
+        self.checked()
         return self
 
-    def selector(self) -> Selector:
-        """A fresh selector of this section."""
+    def checked(self) -> Selector:
+        """A selector of this section, for validation's questions (are its options refused; needs_deadline,
+        async_refusal, ASYNC), then dropped: the run's own is built by testbed/build.py (selector_of)."""
         from testbed.selection import SELECTORS
 
         cls = plugins.resolve("selector", SELECTORS, self.name)

@@ -296,10 +296,11 @@ def test_structured_pruning_of_a_recurrent_model_is_refused_in_one_line():
     from types import SimpleNamespace
 
     from testbed.schema.algorithms.server_data import FedAPConfig
+    from testbed.strategies import strategy_of
 
     build = SimpleNamespace(costs=SimpleNamespace(model=nn.Sequential(nn.LSTM(2, 2))))
     with pytest.raises(TestbedError, match="algorithm.prune: fedap removes conv filters"):
-        FedAPConfig(name="fedap").strategy(build)
+        strategy_of(FedAPConfig(name="fedap"), build)
 
 
 def test_prunefl_importance_is_the_summed_squared_gradient_by_hand():

@@ -38,6 +38,7 @@ from testbed.errors import TestbedError
 from testbed.local import LocalAdam, LocalLion, LocalSGD, train_one
 from testbed.payload import Dense, IntegerDelta, transmit
 from testbed.schema.algorithms.adaptive import FAFEDConfig, FedLionConfig, MFLConfig
+from testbed.strategies import strategy_of
 
 SHAPES = {"weight": torch.Size([1, 3]), "bias": torch.Size([1])}
 X0, M0 = [0.5, -0.5, 1.0, 0.0], [0.1, 0.0, -0.2, 0.05]
@@ -342,22 +343,21 @@ def test_fafed_server_averages_x_m_v_uniformly():
 # ------------------------------------------------------------------------------------------- configs
 
 def build_of(local_steps):
-    schedule = {"lr": 0.001, "local_epochs": 1, "batch_size": 32, "local_steps": local_steps}
-    return SimpleNamespace(up=Dense("float32"), down=Dense("float32"), schedule=schedule,
-                           client=SimpleNamespace(**schedule))
+    client = LocalSGD(lr=0.001, local_epochs=1, batch_size=32, local_steps=local_steps)
+    return SimpleNamespace(up=Dense("float32"), down=Dense("float32"), client=client)
 
 
 def test_configs_build_the_papers_strategies():
-    schedule = build_of(5).schedule
-    lion = FedLionConfig(name="fedlion").strategy(build_of(5))
+    schedule = build_of(5).client.schedule()
+    lion = strategy_of(FedLionConfig(name="fedlion"), build_of(5))
     assert lion == FedLion(LocalLion(**schedule, beta1=0.9, beta2=0.99), IntegerDelta(5, ("m",)))
     assert lion.uniform and lion.client.weight_decay == 0 and lion.up.bits_per_entry == 4  # ceil(log2 11)
     assert lion.up.nbytes({"w": torch.Size([10])}) == math.ceil(10 * 4 / 8) + 40
-    assert FedLionConfig(name="fedlion").strategy(build_of(10)).up == IntegerDelta(10, ("m",))
-    mfl = MFLConfig(name="mfl").strategy(build_of(5))
+    assert strategy_of(FedLionConfig(name="fedlion"), build_of(10)).up == IntegerDelta(10, ("m",))
+    mfl = strategy_of(MFLConfig(name="mfl"), build_of(5))
     assert mfl == MFL(LocalSGD(**schedule, momentum=0.9), Dense("float32", ("", "m"))) and mfl.uniform
-    assert MFLConfig(name="mfl").strategy(build_of(None)).client.local_steps is None  # MFL needs no fixed E
-    fafed_ = FAFEDConfig(name="fafed").strategy(build_of(5))
+    assert strategy_of(MFLConfig(name="mfl"), build_of(None)).client.local_steps is None  # MFL needs no fixed E
+    fafed_ = strategy_of(FAFEDConfig(name="fafed"), build_of(5))
     assert fafed_ == FAFED(LocalAdam(**schedule, beta1=0.9, beta2=0.99, eps=1e-6, decoupled=True),
                            Dense("float32", ("", "m", "v")))
     assert fafed_.uniform and fafed_.client.bias_correction and fafed_.client.weight_decay == 0

@@ -18,6 +18,7 @@ from testbed.local import LocalAdam, train_one
 from testbed.payload import Dense, Sign, transmit
 from testbed.algorithms.base import Build
 from testbed.schema.algorithms.adaptive import EfficientAdamConfig, OneBitAdamConfig
+from testbed.strategies import strategy_of
 
 CLIENT = LocalAdam(lr=0.1, beta1=0.9, beta2=0.99, eps=0.01, bias_correction=False, eps_inside_sqrt=True,
                    local_steps=1)
@@ -126,10 +127,10 @@ def test_frozen_second_moment_is_exact():
 
 def test_configs():
     build = Build(LocalAdam(lr=0.001, local_steps=30), Dense(), Dense(), 60, 20, 20, None)
-    onebit = OneBitAdamConfig(name="onebit_adam").strategy(build)
+    onebit = strategy_of(OneBitAdamConfig(name="onebit_adam"), build)
     assert onebit.warmup_rounds == 6 and onebit.up == Sign(parts=("", "m"), norm="rms") and not onebit.local_moments
-    assert OneBitAdamConfig(name="onebit_adam", warmup_rounds=0).strategy(build).warmup_rounds == 0
-    efficient = EfficientAdamConfig(name="efficient_adam").strategy(build)
+    assert strategy_of(OneBitAdamConfig(name="onebit_adam", warmup_rounds=0), build).warmup_rounds == 0
+    efficient = strategy_of(EfficientAdamConfig(name="efficient_adam"), build)
     assert efficient.up == Sign(norm="mean_abs") and efficient.local_moments and efficient.warmup_rounds == 0
     assert efficient.client.eps_inside_sqrt and not efficient.client.bias_correction
 

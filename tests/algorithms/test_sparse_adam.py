@@ -31,10 +31,11 @@ from helpers import (TINY_CLASSES as CLASSES, TINY_FEATURES as FEATURES, run_rec
 from testbed.algorithms.base import Arrival, RoundContext, ServerState
 from testbed.algorithms.sparse_adam import SparseFedAdam, fairness_mask
 from testbed.data import DATASETS
-from testbed.local import LocalAdam, train_one
+from testbed.local import LocalAdam, LocalSGD, train_one
 from testbed.payload import Dense, TopK, transmit
 from testbed.schema.algorithms.adaptive import (FairnessTopConfig, FedAdamMomentsConfig, FedAdamSSMConfig,
                                                 FedAdamSSMMConfig, FedAdamSSMVConfig, FedAdamTopConfig)
+from testbed.strategies import strategy_of
 
 PARTS = ("", "m", "v")
 LR, B1, B2, EPS = 0.1, 0.9, 0.99, 0.01
@@ -375,9 +376,9 @@ def test_end_to_end_bytes_and_executors_agree(run, algorithm, up_bytes):
 ])
 def test_configs_pick_their_codec(config, codec):
     name = config.model_fields["name"].annotation.__args__[0]
-    build = SimpleNamespace(up=Dense("float32"), down=Dense("float32"), schedule={"lr": 0.001, "local_epochs": 1, "batch_size": 64,
-                                                           "local_steps": 30})
-    strategy = config(name=name).strategy(build)
+    build = SimpleNamespace(up=Dense("float32"), down=Dense("float32"),
+                            client=LocalSGD(lr=0.001, local_epochs=1, batch_size=64, local_steps=30))
+    strategy = strategy_of(config(name=name), build)
     assert strategy.up == codec and strategy.fairness == (name == "fairness_top")
     assert strategy.client == LocalAdam(lr=0.001, batch_size=64, local_steps=30, beta1=0.9, beta2=0.999, eps=1e-6,
                                         bias_correction=False, eps_inside_sqrt=True)

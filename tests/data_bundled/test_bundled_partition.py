@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from testbed.data.partition import (PARTITIONERS, js_divergence, label_histograms, natural, non_iid_degree,
+from testbed.data import PARTITIONERS
+from testbed.data.partition import (js_divergence, label_histograms, natural, non_iid_degree,
                                     split_clients)
 
 # 6 natural clients with 3, 1, 4, 2, 5, 6 samples, interleaved in the training set

@@ -154,7 +154,9 @@ def test_uniform_named_is_the_default_to_the_byte(user_code):
 
 def test_options_reach_the_selector_and_a_user_selector_is_resolved_in_the_record(user_code):
     s = sc.validate(six_devices({"name": "my_selectors:Fastest", "options": {"margin": 0.5}}), "test")
-    assert s.selection.selector().margin == 0.5
+    from testbed.build import selector_of
+
+    assert selector_of(s.selection).margin == 0.5
     assert s.model_dump(mode="json")["selection"] == {"name": "my_selectors:Fastest", "options": {"margin": 0.5}}
 
 

@@ -228,7 +228,7 @@ def test_evaluation_in_small_batches_gives_the_whole_batch_numbers():
     import torch.nn.functional as F
     from torch.func import functional_call
 
-    from testbed.execution.common import EVAL_BATCH, LOSS_BLOCK, score
+    from testbed.functional import EVAL_BATCH, LOSS_BLOCK, score
     from testbed.models import MODELS
 
     assert EVAL_BATCH < LOSS_BLOCK == 1000

@@ -13,7 +13,7 @@ import testbed.data
 from testbed import scenario as sc
 from testbed.algorithms.base import Arrival, ServerState
 from testbed.engine import Engine
-from testbed.execution.common import _score_on_device, score
+from testbed.functional import _score_on_device, score
 from testbed.execution.device import CPU
 from testbed.execution.placement import Placement
 from testbed.execution.precision import arithmetic

@@ -275,7 +275,7 @@ def test_the_workers_logits_score_as_one_process_does():
     multiples of EVAL_BATCH (the test set travels as a reference to their mapped copy), the run scores them:
     the very hits and summed loss of score() in one process, on 2,345 samples (a last share and batch cut short)."""
     from testbed.data import Dataset
-    from testbed.execution.common import score
+    from testbed.functional import score
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5))

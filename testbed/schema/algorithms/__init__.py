@@ -1,15 +1,14 @@
-"""The `algorithm:` section: one small config per algorithm, each building its Strategy; or a plugin's.
+"""The `algorithm:` section: one small config per algorithm, or a plugin's. Plain data: its options and what it
+needs of the scenario; its Strategy is built by testbed/strategies.py (strategy_of), which reads the config with
+what a Build holds: the local optimizer, the codecs, the submodel costs of the model (submodel methods) and the
+run's length (P-UCBV's xi = R / (K eps)). The configs live by family (dense, submodels, adaptive, server_data,
+flower); a name that is not a built-in's goes to PluginAlgorithm (plugin.py).
 
-Every config's `strategy(build)` reads what it needs from a Build: the local optimizer, the codecs, the submodel
-costs of the model (submodel methods) and the run's length (P-UCBV's xi = R / (K eps)). The configs live by family
-(dense, submodels, adaptive, server_data, flower); a name that is not a built-in's goes to PluginAlgorithm
-(plugin.py).
-
-A section is read by its name's config alone: BUILTIN names each built-in's config class by reference, its family
-module is imported when a scenario names it and that config's validator built then, so that validating a scenario
-does not build the other 45. The section stays a tagged union of the names: the errors' locations
-(algorithm.fedprox.mu, shown as algorithm.mu) and a missing name's message are pydantic's own, as they were with
-the configs themselves in the union; the JSON schema imports every family.
+A section is read by its name's config alone: BUILTIN (builtin.py) names each built-in's config class by
+reference, its family module is imported when a scenario names it and that config's validator built then, so that
+validating a scenario does not build the other 45. The section stays a tagged union of the names: the errors'
+locations (algorithm.fedprox.mu, shown as algorithm.mu) and a missing name's message are pydantic's own, as they
+were with the configs themselves in the union; the JSON schema imports every family.
 """
 from __future__ import annotations
 
@@ -18,60 +17,10 @@ from typing import Annotated, Union
 from pydantic import Discriminator, SerializationInfo, Tag, ValidationInfo
 from pydantic_core import core_schema
 
-from testbed.names import Registry
+from testbed.schema.algorithms.builtin import BUILTIN
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.algorithms.plugin import PluginAlgorithm
 
-FAMILY = "testbed.schema.algorithms."
-# name -> its config, 'module:class', imported at its first lookup; in the order error messages list them
-BUILTIN = Registry({
-    "fedavg": FAMILY + "dense:FedAvgConfig",
-    "fedprox": FAMILY + "dense:FedProxConfig",
-    "fedavgm": FAMILY + "dense:FedAvgMConfig",
-    "fedadagrad": FAMILY + "dense:FedAdagradConfig",
-    "fedadam": FAMILY + "dense:FedAdamConfig",
-    "fedyogi": FAMILY + "dense:FedYogiConfig",
-    "fedlps": FAMILY + "submodels:FedLPSConfig",
-    "flst": FAMILY + "submodels:FLSTConfig",
-    "rcr": FAMILY + "submodels:RCRConfig",
-    "partial": FAMILY + "submodels:PartialConfig",
-    "heterofl": FAMILY + "submodels:HeteroFLConfig",
-    "fjord": FAMILY + "submodels:FjORDConfig",
-    "fedrolex": FAMILY + "submodels:FedRolexConfig",
-    "efd": FAMILY + "submodels:EFDConfig",
-    "fedmp": FAMILY + "submodels:FedMPConfig",
-    "fedadam_moments": FAMILY + "adaptive:FedAdamMomentsConfig",
-    "fedadam_ssm": FAMILY + "adaptive:FedAdamSSMConfig",
-    "fedadam_top": FAMILY + "adaptive:FedAdamTopConfig",
-    "fedadam_ssm_m": FAMILY + "adaptive:FedAdamSSMMConfig",
-    "fedadam_ssm_v": FAMILY + "adaptive:FedAdamSSMVConfig",
-    "fairness_top": FAMILY + "adaptive:FairnessTopConfig",
-    "onebit_adam": FAMILY + "adaptive:OneBitAdamConfig",
-    "efficient_adam": FAMILY + "adaptive:EfficientAdamConfig",
-    "fedlion": FAMILY + "adaptive:FedLionConfig",
-    "mfl": FAMILY + "adaptive:MFLConfig",
-    "fafed": FAMILY + "adaptive:FAFEDConfig",
-    "fedda": FAMILY + "adaptive:FedDAConfig",
-    "fadamgt": FAMILY + "adaptive:FAdamGTConfig",
-    "fadamet": FAMILY + "adaptive:FAdamETConfig",
-    "localadam": FAMILY + "adaptive:LocalAdamConfig",
-    "scaffold": FAMILY + "adaptive:ScaffoldConfig",
-    "fedlada": FAMILY + "adaptive:FedLADAConfig",
-    "data_sharing": FAMILY + "server_data:DataSharingConfig",
-    "feddumap": FAMILY + "server_data:FedDUMAPConfig",
-    "feddu": FAMILY + "server_data:FedDUConfig",
-    "feddu_s": FAMILY + "server_data:FedDUSConfig",
-    "feddum": FAMILY + "server_data:FedDUMConfig",
-    "serverm": FAMILY + "server_data:ServerMConfig",
-    "devicem": FAMILY + "server_data:DeviceMConfig",
-    "fedduap": FAMILY + "server_data:FedDUAPConfig",
-    "fedap": FAMILY + "server_data:FedAPConfig",
-    "hrank": FAMILY + "server_data:HRankConfig",
-    "imc": FAMILY + "server_data:IMCConfig",
-    "prunefl": FAMILY + "server_data:PruneFLConfig",
-    "hybrid_fl": FAMILY + "server_data:HybridFLConfig",
-    "flower": FAMILY + "flower:FlowerConfig",
-})
 PLUGIN = "plugin"
 
 

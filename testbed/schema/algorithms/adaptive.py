@@ -2,15 +2,12 @@
 FAdamGT / FAdamET, LocalAdam, FedLADA) and SCAFFOLD."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
 
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.common import Fraction
-
-if TYPE_CHECKING:
-    from testbed.algorithms.base import Build
 
 
 # ---- adaptive local optimizers with compressed uplinks ----------------------------------------------------
@@ -23,22 +20,6 @@ class FedAdamMomentsConfig(AlgorithmConfig):
     beta2: Fraction = 0.999
     eps: PositiveFloat = 1e-6
 
-    def _client(self, b: Build):  # the paper's local Adam: no bias correction, eps inside the sqrt
-        from testbed.local import LocalAdam
-
-        return LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps, bias_correction=False,
-                         eps_inside_sqrt=True)
-
-    def _codec(self, b: Build):
-        from testbed.payload import Dense
-
-        return Dense(b.up.dtype, ("", "m", "v"))
-
-    def strategy(self, b: Build):
-        from testbed.algorithms import SparseFedAdam
-
-        return SparseFedAdam(self._client(b), self._codec(b), b.down.dtype, fairness=self.name == "fairness_top")
-
 
 class FedAdamSSMConfig(FedAdamMomentsConfig):
     """FedAdam-SSM: one shared top-k mask (of the model update) for the update and both moments."""
@@ -47,11 +28,6 @@ class FedAdamSSMConfig(FedAdamMomentsConfig):
     alpha: Annotated[float, Field(gt=0, le=1)] = 0.05      # k = floor(alpha d)
     SELECT_BY: ClassVar[str | None] = None
     SHARED: ClassVar[bool] = True
-
-    def _codec(self, b: Build):
-        from testbed.payload import TopK
-
-        return TopK(self.alpha, ("", "m", "v"), b.up.dtype, shared_mask=self.SHARED, select_by=self.SELECT_BY)
 
 
 class FedAdamTopConfig(FedAdamSSMConfig):
@@ -85,26 +61,12 @@ class OneBitAdamConfig(FedAdamMomentsConfig):
     name: Literal["onebit_adam"]
     warmup_rounds: NonNegativeInt | None = None   # default: 10% of stop.max_rounds (the spec's recommendation)
 
-    def strategy(self, b: Build):
-        from testbed.algorithms import ErrorFeedbackAdam
-        from testbed.payload import Sign
-
-        warmup = round(0.1 * b.rounds) if self.warmup_rounds is None else self.warmup_rounds
-        return ErrorFeedbackAdam(self._client(b), Sign(parts=("", "m"), norm="rms"), b.down.dtype,
-                                 warmup_rounds=warmup)
-
 
 class EfficientAdamConfig(FedAdamMomentsConfig):
     """Efficient Adam: each device's own Adam moments; the model's change sent as 1-bit signs with a mean |x|
     scale per tensor and error feedback, both ways, from the first round."""
 
     name: Literal["efficient_adam"]
-
-    def strategy(self, b: Build):
-        from testbed.algorithms import ErrorFeedbackAdam
-        from testbed.payload import Sign
-
-        return ErrorFeedbackAdam(self._client(b), Sign(norm="mean_abs"), b.down.dtype, local_moments=True)
 
 
 class _FixedLocalSteps(AlgorithmConfig):
@@ -120,27 +82,12 @@ class FedLionConfig(_FixedLocalSteps):
     beta1: Fraction = 0.9
     beta2: Fraction = 0.99
 
-    def strategy(self, b: Build):
-        from testbed.algorithms import FedLion
-        from testbed.local import LocalLion
-        from testbed.payload import IntegerDelta
-
-        up = IntegerDelta(b.client.local_steps, ("m",), b.up.dtype)
-        return FedLion(LocalLion(**b.schedule, beta1=self.beta1, beta2=self.beta2), up, b.down.dtype)
-
 
 class MFLConfig(AlgorithmConfig):
     """MFL: local heavy-ball SGD from the global model and momentum buffer; both averaged."""
 
     name: Literal["mfl"]
     momentum: Annotated[float, Field(gt=0, lt=1)] = 0.9   # without it MFL is FedAvg
-
-    def strategy(self, b: Build):
-        from testbed.algorithms import MFL
-        from testbed.local import LocalSGD
-        from testbed.payload import Dense
-
-        return MFL(LocalSGD(**b.schedule, momentum=self.momentum), Dense(b.up.dtype, ("", "m")), b.down.dtype)
 
 
 class FAFEDConfig(_FixedLocalSteps):
@@ -151,14 +98,6 @@ class FAFEDConfig(_FixedLocalSteps):
     beta2: Fraction = 0.99
     eps: PositiveFloat = 1e-6
 
-    def strategy(self, b: Build):
-        from testbed.algorithms import FAFED
-        from testbed.local import LocalAdam
-        from testbed.payload import Dense
-
-        client = LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps, decoupled=True)
-        return FAFED(client, Dense(b.up.dtype, ("", "m", "v")), b.down.dtype)
-
 
 class FedDAConfig(AlgorithmConfig):
     """FedDA+SGDwM: local SGD, the EMA momentum summed into P; the server steps with eta_g eta_l mean(P)."""
@@ -166,14 +105,6 @@ class FedDAConfig(AlgorithmConfig):
     name: Literal["fedda"]
     beta: Fraction = 0.9
     server_lr: PositiveFloat = 1.0           # eta_g (the code: 1 on EMNIST, 3.3 on CIFAR)
-
-    def strategy(self, b: Build):
-        from testbed.algorithms import FedDA
-        from testbed.local import LocalDualAveraging
-        from testbed.payload import Dense
-
-        return FedDA(LocalDualAveraging(**b.schedule, beta=self.beta), Dense(b.up.dtype, ("", "m")), b.down.dtype,
-                     server_lr=self.server_lr)
 
 
 class FAdamGTConfig(AlgorithmConfig):
@@ -187,15 +118,6 @@ class FAdamGTConfig(AlgorithmConfig):
     track_fraction: Annotated[float, Field(gt=0, le=1)] = 0.5   # |Y| / |S|
     server_lr: PositiveFloat = 1.0
     MODE: ClassVar[str] = "gt"
-
-    def strategy(self, b: Build):
-        from testbed.algorithms import Tracking
-        from testbed.local import LocalAdam
-
-        client = LocalAdam(**b.schedule, beta1=self.beta1, beta2=self.beta2, eps=self.eps,
-                           weight_decay=self.weight_decay, bias_correction=False, amsgrad=True)
-        return Tracking(client, self.MODE, self.track_fraction, self.server_lr, b.fleet_size, b.up.dtype,
-                        b.down.dtype)
 
 
 class FAdamETConfig(FAdamGTConfig):
@@ -222,26 +144,9 @@ class FedLADAConfig(_FixedLocalSteps):
     eps: PositiveFloat = 1e-8
     server_lr: PositiveFloat = 1.0
 
-    def strategy(self, b: Build):
-        from testbed.algorithms import FedLADA
-        from testbed.local import LocalAdam
-        from testbed.payload import Dense
-
-        client = LocalAdam(**(b.schedule | {"lr": b.client.lr * self.alpha}), beta1=self.beta1, beta2=self.beta2,
-                           eps=self.eps, bias_correction=False, amsgrad=True)
-        return FedLADA(client, Dense(b.up.dtype, ("", "v")), b.down.dtype, alpha=self.alpha, local_lr=b.client.lr,
-                       local_steps=b.client.local_steps, server_lr=self.server_lr)
-
 
 class ScaffoldConfig(AlgorithmConfig):
     """SCAFFOLD (option II): local SGD with control variates, every sampled device updating its own."""
 
     name: Literal["scaffold"]
     server_lr: PositiveFloat = 1.0
-
-    def strategy(self, b: Build):
-        from testbed.algorithms import Tracking
-        from testbed.local import LocalSGD
-
-        return Tracking(LocalSGD(**b.schedule), "scaffold", 1.0, self.server_lr, b.fleet_size, b.up.dtype,
-                        b.down.dtype)

@@ -1,13 +1,9 @@
 """What every `algorithm:` section declares: the class a built-in's or a plugin's config derives from."""
 from __future__ import annotations
 
-from abc import abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from testbed.schema.common import Strict
-
-if TYPE_CHECKING:  # the schema imports no torch: a config's strategy() imports what it builds
-    from testbed.algorithms.base import Build, Strategy
 
 # ASYNC: the asynchronous update rules an algorithm runs under (protocol.kind: async): "buffered", FedBuff's
 # staleness-weighted updates through the server rule; "mixing", FedAsync's x <- (1 - a) x + a x_new, which needs
@@ -17,9 +13,9 @@ BUFFERED_AND_MIXING, BUFFERED = frozenset({"buffered", "mixing"}), frozenset({"b
 
 
 class AlgorithmConfig(Strict):
-    """An algorithm's section: its name, its options, what it needs of the scenario, and its Strategy.
-    The class attributes mean what Strategy's do (testbed/algorithms/base.py); a plugin's section reads them off
-    the user's Strategy class."""
+    """An algorithm's section: its name, its options and what it needs of the scenario (its Strategy: built by
+    testbed/strategies.py). The class attributes mean what Strategy's do (testbed/algorithms/base.py); a
+    plugin's section reads them off the user's Strategy class."""
 
     ASYNC: ClassVar[frozenset[str]] = frozenset()
     NEEDS_LOCAL_STEPS: ClassVar[bool] = False
@@ -38,7 +34,3 @@ class AlgorithmConfig(Strict):
     def server_share(self) -> float | None:
         """Data-sharing's fraction: devices also train on this share of the server's samples (None: they don't)."""
         return None
-
-    @abstractmethod
-    def strategy(self, b: Build) -> Strategy:
-        """The run's Strategy, from the scenario's other pieces."""

@@ -59,7 +59,7 @@ def flower_strategy_class(reference: str) -> type:
 
 class FlowerConfig(AlgorithmConfig):
     name: Literal["flower"]
-    # the YAML's `strategy`, named `reference` here, since every algorithm config's strategy() builds its Strategy
+    # the YAML's `strategy`, named `reference` here: elsewhere in the code a strategy is the Strategy object
     reference: str = Field("flwr.serverapp.strategy:FedAvg", alias="strategy")
     options: dict[str, Any] = Field(default_factory=dict)   # the Flower strategy's constructor arguments
 
@@ -89,9 +89,3 @@ class FlowerConfig(AlgorithmConfig):
                               or p.kind is p.POSITIONAL_OR_KEYWORD)
             raise ValueError(f"{flower.__name__} does not take these options ({err}); it takes: {takes}") from None
         return options
-
-    def strategy(self, b):
-        from testbed.algorithms.flower import FlowerStrategy
-
-        return FlowerStrategy(b.client, self.reference, dict(self.options), flower_strategy_class(self.reference),
-                              down=b.down, up=b.up)

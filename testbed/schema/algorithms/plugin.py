@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from testbed import plugins
-from testbed.errors import TestbedError
+from testbed.schema.algorithms.builtin import BUILTIN
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.options import annotated_types, check_options, parameters
 
@@ -24,8 +24,6 @@ class PluginAlgorithm(AlgorithmConfig):
     @field_validator("name")
     @classmethod
     def _names_a_strategy(cls, name: str) -> str:
-        from testbed.schema.algorithms import BUILTIN
-
         found = plugins.resolve("algorithm", BUILTIN, name)   # user code: importing it imports torch anyway
         from testbed.algorithms.base import Strategy
 
@@ -39,9 +37,7 @@ class PluginAlgorithm(AlgorithmConfig):
             check_options("algorithm", self.name, takes, annotated_types(self._creator()[0]), self.options)
         return self
 
-    def _class(self) -> type:
-        from testbed.schema.algorithms import BUILTIN
-
+    def strategy_class(self) -> type:
         return plugins.resolve("algorithm", BUILTIN, self.name)
 
     def _creator(self) -> tuple[Any, bool]:
@@ -49,7 +45,7 @@ class PluginAlgorithm(AlgorithmConfig):
         whether it is the constructor."""
         from testbed.algorithms.base import Strategy
 
-        cls = self._class()
+        cls = self.strategy_class()
         default = cls.create.__func__ is Strategy.create.__func__
         return (cls if default else cls.create), default
 
@@ -63,23 +59,10 @@ class PluginAlgorithm(AlgorithmConfig):
         return parameters(creator, skip)
 
     def asynchronous(self) -> frozenset[str]:
-        return frozenset(self._class().ASYNC)
+        return frozenset(self.strategy_class().ASYNC)
 
     def needs_local_steps(self) -> bool:
-        return self._class().NEEDS_LOCAL_STEPS
+        return self.strategy_class().NEEDS_LOCAL_STEPS
 
     def needs_server_data(self) -> bool:
-        return self._class().NEEDS_SERVER_DATA
-
-    def strategy(self, b):
-        from testbed.algorithms.base import Strategy
-
-        try:
-            made = self._class().create(b, **self.options)
-        except (TypeError, ValueError) as err:
-            raise TestbedError(f"algorithm.options: '{self.name}' refused its options ({type(err).__name__}: "
-                               f"{' '.join(str(err).split())}); fix them") from None
-        if not isinstance(made, Strategy):
-            raise TestbedError(f"algorithm.name: '{self.name}'.create returned {type(made).__name__}, not a "
-                               "Strategy; return the strategy (testbed/algorithms/base.py)")
-        return made
+        return self.strategy_class().NEEDS_SERVER_DATA

@@ -2,17 +2,12 @@
 ablations, FedAP and the pruning baselines."""
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from testbed.errors import TestbedError
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.common import Fraction
-
-if TYPE_CHECKING:
-    from testbed.algorithms.base import Build
 
 
 # ---- a server with its own data (FedDUMAP, specs/feddumap.md) ----------------------------------------------
@@ -28,11 +23,6 @@ class DataSharingConfig(_ServerDataMethod):
 
     name: Literal["data_sharing"]
     share_fraction: Annotated[float, Field(gt=0, le=1)] = 0.05
-
-    def strategy(self, b: Build):
-        from testbed.algorithms import FedAvg
-
-        return FedAvg(b.client, down=b.down, up=b.up)
 
     def server_share(self) -> float:
         return self.share_fraction
@@ -65,21 +55,6 @@ class FedDUMAPConfig(_ServerDataMethod):
         if self.prune == "uniform" and self.prune_rate is None:
             raise ValueError("prune_rate: uniform pruning (HRank) needs a per-layer rate, e.g. 0.4")
         return self
-
-    def strategy(self, b: Build):
-        import torch
-        from testbed.algorithms.feddumap import FedDUMAP
-
-        if self.prune_round is not None and self.prune not in ("unstructured", "adaptive") and \
-                any(isinstance(m, torch.nn.RNNBase) for m in b.costs.model.modules()):
-            raise TestbedError(f"algorithm.prune: {self.name} removes conv filters, which needs a feed-forward "
-                               "model; use prune: unstructured (IMC's mask) or a conv model")
-        beta = self.device_momentum  # EMA momentum m = b m + (1 - b) g, w -= lr m is torch's with lr (1 - b)
-        client = replace(b.client, lr=b.client.lr * (1 - beta), momentum=beta) if beta else b.client
-        return FedDUMAP(client, b.costs, b.shared, self.server_update, self.fixed_steps, self.C, self.decay,
-                        self.server_momentum, self.server_lr, self.prune_round, self.prune, self.prune_rate,
-                        self.lanczos_steps, self.hessian_samples, self.rank_samples, b.down, b.up,
-                        self.reconfigure_every)
 
 
 class FedDUConfig(FedDUMAPConfig):

@@ -1,16 +1,12 @@
 """Submodel methods (FedLPS, FLST, RCR; HeteroFL, FjORD, FedRolex, eFD, FedMP) and their sparse-ratio policies."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from testbed.schema.algorithms.config import AlgorithmConfig
-from testbed.errors import TestbedError
 from testbed.schema.common import Capability, Fraction, Strict
-
-if TYPE_CHECKING:
-    from testbed.algorithms.base import Build
 
 
 # ---- sparse-ratio policies -------------------------------------------------------------------------------
@@ -46,14 +42,6 @@ class PUCBVRatio(_IntervalBandit):
     initial_accuracy: Fraction | Literal["measured"] = "measured"
     cap: bool = True
 
-    def policy(self, b: Build):
-        from testbed.algorithms import PUCBV
-
-        measured = self.initial_accuracy == "measured"
-        return PUCBV(**self.model_dump(exclude={"kind", "xi", "initial_accuracy"}), xi=self.xi or b.xi,
-                     initial_accuracy=0.0 if measured else self.initial_accuracy,
-                     measured_initial_accuracy=b.initial_accuracy() if measured else None)
-
 
 class EUCBRatio(_IntervalBandit):
     """FedMP's E-UCB bandit."""
@@ -63,21 +51,11 @@ class EUCBRatio(_IntervalBandit):
     partitions: PositiveInt = 1
     cap: bool = False
 
-    def policy(self, b: Build):
-        from testbed.algorithms import EUCB
-
-        return EUCB(**self.model_dump(exclude={"kind", "xi"}), xi=self.xi or b.xi)
-
 
 class FixedRatioConfig(Strict):
     kind: Literal["fixed"]
     ratio: Capability = 0.5
     cap: bool = False                        # min(z_k, ratio)
-
-    def policy(self, b: Build):
-        from testbed.algorithms import FixedRatio
-
-        return FixedRatio(self.ratio, self.cap)
 
 
 class CapabilityRatioConfig(Strict):
@@ -85,22 +63,12 @@ class CapabilityRatioConfig(Strict):
 
     kind: Literal["capability"]
 
-    def policy(self, b: Build):
-        from testbed.algorithms import CapabilityRatio
-
-        return CapabilityRatio()
-
 
 class LevelsRatio(Strict):
     """s uniform among the width levels <= z_k (FjORD)."""
 
     kind: Literal["levels"]
     levels: list[Capability] = Field(default_factory=lambda: list(FJORD_LEVELS), min_length=1)
-
-    def policy(self, b: Build):
-        from testbed.algorithms import LevelsUpToCapability
-
-        return LevelsUpToCapability(tuple(self.levels))
 
 
 Ratio = Annotated[Union[PUCBVRatio, EUCBRatio, FixedRatioConfig, CapabilityRatioConfig, LevelsRatio],
@@ -116,12 +84,6 @@ class FedLPSConfig(AlgorithmConfig):
     mu: NonNegativeFloat = 1.0               # proximal weight (paper 1; the authors' code 0)
     lam: NonNegativeFloat = 1.0              # importance-regularizer weight
     code_faithful: bool = False              # the authors' code: no task gradient to the scores, no L_pr, fresh scores
-
-    def strategy(self, b: Build):
-        from testbed.algorithms import FedLPS
-
-        return FedLPS(b.client, b.costs, self.ratio.policy(b), self.mu, self.lam, self.code_faithful, b.down,
-                      b.up.dtype)
 
 
 class FLSTConfig(FedLPSConfig):
@@ -144,15 +106,6 @@ class PartialConfig(AlgorithmConfig):
     name: Literal["partial"]
     pattern: Literal["ordered", "rolling", "random", "magnitude"] = "ordered"
     ratio: Ratio = CapabilityRatioConfig(kind="capability")
-
-    def strategy(self, b: Build):
-        import torch
-        from testbed.algorithms import PartialModel
-
-        if any(isinstance(m, torch.nn.RNNBase) for m in b.costs.model.modules()):
-            raise TestbedError(f"algorithm.name: {self.name} trains structurally shrunk submodels, which need a "
-                               "feed-forward model; use fedlps (masks rows of recurrent layers too) or a conv/linear model")
-        return PartialModel(b.client, b.costs, self.pattern, self.ratio.policy(b), b.up.dtype)
 
 
 class HeteroFLConfig(PartialConfig):
