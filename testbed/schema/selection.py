@@ -4,7 +4,7 @@
 registers, or user code named "package.module:Class" (testbed/plugins.py), a subclass of
 testbed.selection.Selector. `options` are its constructor's keyword arguments, checked by name and annotated
 type, and the selector is built once here so a value it refuses is refused before the run. Default: uniform.
-A selector written for the older interface (select(ctx, rng) keeping its state on itself; bind, state, restore)
+A selector written for the older interface (select(ctx, rng) keeping its state on itself; bind, restore)
 is refused in one line pointing to docs/extending.md (selection/base.py's older_interface).
 """
 from __future__ import annotations

@@ -19,7 +19,8 @@ learns across rounds (a pacer, credits, measured latencies) is a state value the
 `init(registry, rounds, clients_per_round) -> state` once, `select(state, ctx, rng) -> (ids, state)` at each
 selection, `observe(state, round, now, outcomes, history) -> state` after each round (aggregation). The kit keeps
 the state each hook returns and nothing else, and a checkpoint saves that value (protocols/kit.py), so a resumed
-run selects as an unbroken one. A hook may return a new value or the one it was given, updated.
+run selects as an unbroken one. A hook may return a new value or the one it was given, updated (the built-ins
+return new ones: the value a hook was given is left as it was).
 
 The strategy then sets each selected device's task (Strategy.configure, from RoundContext.selected): who trains is
 the selector's business, on what terms the strategy's.
@@ -147,12 +148,12 @@ class Selector(ABC):
         return state
 
 
-OLD_HOOKS = ("bind", "state", "restore")   # the older interface's, which kept the state on the selector itself
+OLD_HOOKS = ("bind", "restore")   # the older interface's own (its `state` is too plain a name to tell by)
 
 
 def older_interface(cls: type) -> str | None:
     """Why `cls` is written for the older Selector interface (select(ctx, rng) and observe(round, now, outcomes,
-    history) changing the selector itself, bind/state/restore): the hook that shows it; None where nothing does.
+    history) changing the selector itself, bind, restore): the hook that shows it; None where nothing does.
     Such a selector is refused (schema/selection.py) rather than adapted: its state would live on the instance,
     out of the kit's sight and of checkpoints."""
     for hook in OLD_HOOKS:
