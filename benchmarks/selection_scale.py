@@ -56,13 +56,13 @@ def observed(kit: Kit, rng: np.random.Generator, now: float) -> None:
                                                  loss.tolist())])
 
 
-def time_select(selector, make_ctx, rng, repeat: int) -> float:
-    """Best seconds of one select call over `repeat` calls, each with a fresh context."""
+def time_select(selector, state, make_ctx, rng, repeat: int) -> float:
+    """Best seconds of one select call over `repeat` calls, each with a fresh context, from the same state."""
     best = math.inf
     for _ in range(repeat):
         ctx = make_ctx()
         start = time.perf_counter()
-        picked = selector.select(ctx, rng)
+        picked, _ = selector.select(state, ctx, rng)
         best = min(best, time.perf_counter() - start)
         if len(picked) > ctx.n_select or len(np.unique(picked)) < len(picked):
             raise AssertionError(f"picked {len(picked)} devices for {ctx.n_select}")
@@ -73,7 +73,7 @@ def selections(name: str, exp, repeat: int, slots: int) -> tuple[float, float | 
     """ms of a synchronous round's selection and of an asynchronous dispatch's (None: not an async selector)."""
     kit = Kit(exp, on_round=lambda row, events: None)
     kit.selector = SELECTORS[name](**OPTIONS.get(name, {}))
-    kit.selector.bind(kit.registry, 20, K)
+    state = kit.selector.init(kit.registry, 20, K)
     rng = np.random.default_rng(0)
     now = 60.0
     observed(kit, rng, now)
@@ -95,8 +95,8 @@ def selections(name: str, exp, repeat: int, slots: int) -> tuple[float, float | 
                                 lambda: np.flatnonzero(online & ~busy), lambda d: bool(usable_each(np.array([d]))[0]),
                                 asynchronous=True, usable_each=usable_each)
 
-    sync_s = time_select(kit.selector, sync_ctx, rng, repeat)
-    async_s = time_select(kit.selector, async_ctx, rng, repeat) if kit.selector.ASYNC else None
+    sync_s = time_select(kit.selector, state, sync_ctx, rng, repeat)
+    async_s = time_select(kit.selector, state, async_ctx, rng, repeat) if kit.selector.ASYNC else None
     return 1000 * sync_s, None if async_s is None else 1000 * async_s
 
 

@@ -15,9 +15,11 @@ What is checked, where (each hook's contract: docs/extending.md):
 - Strategy.finish(...): a Result whose update holds, for each part of the task's uplink codec, each model
   parameter at its shape (what the codec encodes; checked in the kit before encoding).
 - Strategy.personal_models(state): a dict of device id -> params of the model's names and shapes (evaluation.py).
-- Selector.select(ctx, rng): integer ids, within the fleet, usable at that instant (ctx.usable_each), none twice,
-  at most ctx.n_select (protocols/kit.py's select); in an asynchronous dispatch, at least one where some device
-  could take a task (the free slots would otherwise wait at that instant for ever).
+- Selector.select(state, ctx, rng): the pair (ids, state); integer ids, within the fleet, usable at that instant
+  (ctx.usable_each), none twice, at most ctx.n_select (protocols/kit.py's select); in an asynchronous dispatch, at
+  least one where some device could take a task (the free slots would otherwise wait at that instant for ever).
+- Selector.select and observe: a state where they were given one (None is a forgotten `return state`); before a
+  checkpoint keeps it, plain data (None, numbers, strings, numpy arrays, lists, tuples and dicts of them).
 - A model factory's output: logits (batch, num_classes, ...) for a batch of the training data, checked once
   before round 1 (build.py): fewer or more logits than the data has classes are both refused.
 - A dataset loader's result: schema/data.py (Data.load), before the run.
@@ -116,6 +118,20 @@ def metrics_problem(metrics: Any) -> str | None:
     return None
 
 
+def _not_plain(value: Any) -> str | None:
+    """What the first thing in `value` is that is not plain data (None, bool, numbers, strings, numpy
+    arrays of numbers and numpy scalars, and lists, tuples and dicts of them); None where all is plain."""
+    if value is None or isinstance(value, (bool, numbers.Number, str, np.generic)):
+        return None
+    if isinstance(value, np.ndarray):
+        return None if value.dtype.kind in "biufc" else f"a numpy array of dtype {value.dtype}"
+    if isinstance(value, (list, tuple)):
+        return next((odd for v in value if (odd := _not_plain(v)) is not None), None)
+    if isinstance(value, dict):
+        return next((odd for k, v in value.items() if (odd := _not_plain(k) or _not_plain(v)) is not None), None)
+    return f"a value of type {type(value).__name__}"
+
+
 class Contracts:
     """The checks of one run's strategy and selector, against its model's parameters (`params`: name -> tensor,
     as the server holds them) and its fleet of `n` devices."""
@@ -192,6 +208,37 @@ class Contracts:
         return tasks
 
     # ---- the selector --------------------------------------------------------------------------------------
+    def selected(self, result: Any, before: Any, ctx) -> tuple[np.ndarray, Any]:
+        """select's (ids, state), checked: the pair, the ids as `picked` checks them, a state where one was given
+        (`before`)."""
+        plugin = self.selector
+        if plugin.checked and not (isinstance(result, tuple) and len(result) == 2):
+            what = type(result).__name__ if not isinstance(result, tuple) else f"a tuple of {len(result)}"
+            plugin.fail("select", f"returned {what} where (ids, state) was due",
+                        "return the ids and the state, as select(state, ctx, rng) -> (ids, state) "
+                        "(docs/extending.md)", ctx.round)
+        answer, state = result
+        return self.picked(answer, ctx), self.observed(state, before, ctx.round, "select")
+
+    def observed(self, state: Any, before: Any, r: int, hook: str = "observe") -> Any:
+        """The selector's state as a hook returned it, checked: None where it was given one is a forgotten
+        `return state` (the state would be lost without a word)."""
+        if self.selector.checked and state is None and before is not None:
+            self.selector.fail(hook, "returned None where its state was due",
+                               "return the state it was given, or the next one (docs/extending.md)", r)
+        return state
+
+    def checkpointable(self, state: Any) -> Any:
+        """The selector's state before a checkpoint keeps it, checked: plain data, which a checkpoint reads back
+        without running code from it (testbed/safe_load.py); the built-ins' dataclasses are the testbed's own."""
+        if self.selector.checked:
+            odd = _not_plain(state)
+            if odd is not None:
+                self.selector.refuse(f"selection '{self.selector.name}': its state holds {odd}, which a "
+                                     "checkpoint cannot keep; keep it as None, numbers, strings, numpy arrays, and "
+                                     "lists, tuples and dicts of them (docs/extending.md)")
+        return state
+
     def picked(self, answer: Any, ctx) -> np.ndarray:
         """select's answer as increasing int64 ids, checked; a pick of none among candidates is remembered."""
         r, plugin = ctx.round, self.selector

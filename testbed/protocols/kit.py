@@ -7,9 +7,9 @@ each task's clock first and trains only what the server will use. For everything
 - who may take a task at t (`online`, `allowed`, `usable`, `excluded`, `census`) and, where nobody can, when the first may
   (`next_wake`): the same answer for a synchronous round and for an asynchronous free slot;
 - who is picked: `select` (the scenario's selector, testbed/selection/, from what the server has observed:
-  `history`, which `dispatched`, `looked` and `ended` (`round_ended`) keep up to date; in a synchronous round it
-  may `probe` candidates for their loss, protocols/probe.py) and `configure` (the strategy sets the picked devices'
-  tasks);
+  `history`, which `dispatched`, `looked` and `ended` (`round_ended`) keep up to date, and its `selector_state`,
+  which each of its hooks returns and checkpoints keep; in a synchronous round it may `probe` candidates for their
+  loss, protocols/probe.py) and `configure` (the strategy sets the picked devices' tasks);
 - a task: `plan_round` (planning.py: the tasks dispatched at one instant, each one's timeline and its plan on the
   clock, through shared links where the scenario has them), `drain` (its phases drain batteries), `deliver` (the model as each downlink delivers it),
   `train` (the real training of the updates the server uses, each from the model it was sent) and the server's
@@ -43,15 +43,14 @@ from testbed.network.contention import Waits, phase_wait
 from testbed.network.linklog import LinkLog
 from testbed.network.topology import Topology
 from testbed.protocols.registry import declared
-from testbed.payload import transmit
 from testbed.protocols.evaluation import Evaluation
 from testbed.protocols.planning import TaskPlanning
 from testbed.protocols.probe import PROBE_BYTES, Probe
 from testbed.protocols.stopping import StopRules
 from testbed.resources import Resources
-from testbed.payload import CODECS
+from testbed.payload import CODECS, transmit
 from testbed.scenario import Experiment, Purpose, Scenario, stream
-from testbed.selection import History, Outcome, SelectionContext, Selector
+from testbed.selection import History, Outcome, SelectionContext, Selector, resumed_state
 from testbed.store import ClientStore
 
 SERVER = -1  # the device column of the server's own work in events.csv (phase "server")
@@ -112,7 +111,8 @@ class Kit(TaskPlanning, StopRules):
         self.selector = selector_of(self.scenario.selection)
         self.registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
         self.history = History.empty(self.fleet.n)
-        self.selector.bind(self.registry, self.scenario.selection_rounds, self.scenario.updates_per_aggregation)
+        self.selector_state = self.selector.init(self.registry, self.scenario.selection_rounds,
+                                                 self.scenario.updates_per_aggregation)
         self.contracts = Contracts(self.scenario, exp.strategy, self.selector, self._params, self.fleet.n)  # plugins'
         self._evaluation = Evaluation(exp, self.placement, self.contracts)
         self._observes = type(self.selector).observe is not Selector.observe   # see round_ended
@@ -128,7 +128,7 @@ class Kit(TaskPlanning, StopRules):
         if start is not None and "selection" in start.protocol:
             kept = start.protocol["selection"]
             self.history = kept["history"]
-            self.selector.restore(kept["selector"])
+            self.selector_state = resumed_state(kept, self.selector_state, self.contracts.selector)
         if start is None:
             state = self.contracts.state(self.strategy.init(self._params), "init")
             return Start(replace(state, clients=self._device_state), 0, False, False, {})
@@ -185,7 +185,9 @@ class Kit(TaskPlanning, StopRules):
         deadline = None if asynchronous else self.scenario.round.deadline_s
         ctx = SelectionContext(r, now, n_select, self.registry, self.history, candidates, usable,
                                deadline_s=deadline, asynchronous=asynchronous, probe=probe, usable_each=usable_each)
-        return self.contracts.picked(self.selector.select(ctx, self.selection), ctx)
+        answer = self.selector.select(self.selector_state, ctx, self.selection)
+        picked, self.selector_state = self.contracts.selected(answer, self.selector_state, ctx)
+        return picked
 
     def probe(self, state: ServerState, r: int, t0: float) -> Probe:
         """Round r's probe from t0 (protocols/probe.py): the candidates' losses on the current model, each
@@ -222,7 +224,7 @@ class Kit(TaskPlanning, StopRules):
         """Tasks that ended, as the server saw them, in round (aggregation) r: into the history, then the
         selector is told."""
         self.history.record(outcomes)
-        self.selector.observe(r, now, outcomes, self.history)
+        self._observe(r, now, outcomes)
 
     def round_ended(self, r: int, now: float, t0: float, devices: list[int], outcomes: list[str],
                     ended_s: list[float], metrics: dict[int, dict]) -> None:
@@ -234,8 +236,12 @@ class Kit(TaskPlanning, StopRules):
         self.history.record_columns(devices, [r] * n, outcomes, [t0] * n, ended_s,
                                     [metrics.get(d, NO_METRICS) for d in devices])
         if self._observes:
-            self.selector.observe(r, now, [Outcome(d, r, outcome, t0, end, metrics.get(d, {}))
-                                           for d, outcome, end in zip(devices, outcomes, ended_s)], self.history)
+            self._observe(r, now, [Outcome(d, r, outcome, t0, end, metrics.get(d, {}))
+                                   for d, outcome, end in zip(devices, outcomes, ended_s)])
+
+    def _observe(self, r: int, now: float, outcomes: list[Outcome]) -> None:
+        told = self.selector.observe(self.selector_state, r, now, outcomes, self.history)
+        self.selector_state = self.contracts.observed(told, self.selector_state, r)   # the state it returns
 
     # ---- a task -------------------------------------------------------------------------------------------
     def configure(self, state: ServerState, r: int, candidates: np.ndarray, n_select: int,
@@ -390,7 +396,8 @@ class Kit(TaskPlanning, StopRules):
         """Hand the end of round (aggregation) r, at simulated time `now`, to on_checkpoint, with the streams and
         the resources' state; `kept`: what the protocol carries on of its own."""
         if self._on_checkpoint is not None:
-            kept = (kept or {}) | {"selection": {"history": self.history, "selector": self.selector.state()}}
+            selector = self.contracts.checkpointable(self.selector_state)
+            kept = (kept or {}) | {"selection": {"history": self.history, "state": selector}}
             self._on_checkpoint(Checkpoint(r, now, state, self.selection.bit_generator.state,
                                            self.strategy_rng.bit_generator.state, finished, protocol=kept,
                                            resources=self._resources.state()))

@@ -4,6 +4,8 @@
 registers, or user code named "package.module:Class" (testbed/plugins.py), a subclass of
 testbed.selection.Selector. `options` are its constructor's keyword arguments, checked by name and annotated
 type, and the selector is built once here so a value it refuses is refused before the run. Default: uniform.
+A selector written for the older interface (select(ctx, rng) keeping its state on itself; bind, restore)
+is refused in one line pointing to docs/extending.md (selection/base.py's older_interface).
 """
 from __future__ import annotations
 
@@ -25,9 +27,15 @@ class Selection(Strict):
 
     @model_validator(mode="after")
     def _a_selector_with_these_options(self):
-        from testbed.selection import SELECTORS, Selector
+        from testbed.selection import SELECTORS, Selector, older_interface
 
         cls = plugins.resolve("selector", SELECTORS, self.name)
+        older = older_interface(cls) if isinstance(cls, type) and issubclass(cls, Selector) else None
+        if older:   # refused, not adapted: its state would live on the instance, out of checkpoints
+            raise plugins.BadReference(
+                f"'{self.name}' is written for the older Selector interface ({older}), which kept state on the "
+                "selector; port it to init(registry, rounds, clients_per_round) -> state, select(state, ctx, rng) "
+                "-> (ids, state), observe(state, round, now, outcomes, history) -> state (docs/extending.md)")
         plugins.check_subclass(cls, Selector, self.name)
         check_options("selection", self.name, parameters(cls, set()), annotated_types(cls), self.options)
         self.checked()

@@ -45,12 +45,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from testbed.selection.base import SelectionContext, Selector
+from testbed.selection.base import Registry, SelectionContext, Selector
 from testbed.selection.history import History
 from testbed.selection.ranking import stable_order
 
 
-@dataclass
+@dataclass(frozen=True)
+class AvailabilityState:
+    """What the selector keeps of the server's looks (its state: select returns a new one): the last look's
+    instant and who it found online, the drops counted then, and each device's departures and seconds online seen
+    so far (None before the first look)."""
+
+    looks: int = 0
+    last_look_s: float = math.nan
+    was_online: np.ndarray | None = None
+    dropped_then: np.ndarray | None = None
+    departures: np.ndarray | None = None
+    online_s: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
 class Availability(Selector):
     min_p: float = 0.9
     prior_session_s: float = 60.0
@@ -60,21 +74,17 @@ class Availability(Selector):
             raise ValueError(f"min_p must be a probability in [0, 1] (got {self.min_p}); e.g. 0.8")
         if not self.prior_session_s > 0:
             raise ValueError(f"prior_session_s must be positive (got {self.prior_session_s}); e.g. 600")
-        # what the selector keeps of the server's looks: the last look's instant and who it found online, and
-        # each device's departures and seconds online seen so far
-        self.looks = 0
-        self.last_look_s = math.nan
-        self.was_online: np.ndarray | None = None
-        self.dropped_then: np.ndarray | None = None
-        self.departures: np.ndarray | None = None
-        self.online_s: np.ndarray | None = None
 
-    def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
+    def init(self, registry: Registry, rounds: int, clients_per_round: int) -> AvailabilityState:
+        return AvailabilityState()
+
+    def select(self, state: AvailabilityState, ctx: SelectionContext,
+               rng: np.random.Generator) -> tuple[np.ndarray, AvailabilityState]:
         candidates = ctx.candidates  # listing them is a look the history records
-        self.watch(ctx.history, ctx.now)
+        state = self.watch(state, ctx.history, ctx.now)
         if not len(candidates) or ctx.n_select < 1:
-            return np.empty(0, dtype=np.int64)
-        p = self.p_stay(ctx, candidates)
+            return np.empty(0, dtype=np.int64), state
+        p = self.p_stay(state, ctx, candidates)
         available = (ctx.history.seen_online[candidates] + 1) / (ctx.history.checks + 2)
         shuffled = rng.permutation(len(candidates))
         # the likely to stay, least available first, then the others, likeliest first; ties in shuffled order
@@ -83,33 +93,34 @@ class Availability(Selector):
         likely = likely[stable_order(available[likely], ctx.n_select)]
         rest = shuffled[p[shuffled] < self.min_p]
         rest = rest[stable_order(-p[rest], ctx.n_select - len(likely))]
-        return np.sort(candidates[np.concatenate([likely, rest])])
+        return np.sort(candidates[np.concatenate([likely, rest])]), state
 
-    def watch(self, history: History, now: float) -> None:
-        """Take in the looks the history recorded since the last selection (the last one only, where several
-        were: the history keeps who was online at the latest)."""
-        if history.checks == self.looks:
-            return
+    def watch(self, state: AvailabilityState, history: History, now: float) -> AvailabilityState:
+        """The state having taken in the looks the history recorded since the last selection (the last one only,
+        where several were: the history keeps who was online at the latest)."""
+        if history.checks == state.looks:
+            return state
         online = ~np.isnan(history.online_since_s)
-        if self.was_online is None:
+        if state.was_online is None:
             n = history.n
-            self.departures, self.online_s = np.zeros(n, dtype=np.int64), np.zeros(n)
+            departures, online_s = np.zeros(n, dtype=np.int64), np.zeros(n)
         else:
-            gap = now - self.last_look_s
-            stayed, left = self.was_online & online, self.was_online & ~online
-            self.online_s += np.where(stayed, gap, np.where(left, gap / 2, 0.0))
-            self.departures += left & (history.dropped == self.dropped_then)  # a drop counts once, below
-        self.looks, self.last_look_s, self.was_online = history.checks, now, online
-        self.dropped_then = history.dropped.copy()
+            gap = now - state.last_look_s
+            stayed, left = state.was_online & online, state.was_online & ~online
+            online_s = state.online_s + np.where(stayed, gap, np.where(left, gap / 2, 0.0))
+            # a departure seen with a drop in between is the drop, which p_stay counts already
+            departures = state.departures + (left & (history.dropped == state.dropped_then))
+        return AvailabilityState(history.checks, now, online, history.dropped.copy(), departures, online_s)
 
-    def p_stay(self, ctx: SelectionContext, devices: np.ndarray | None = None) -> np.ndarray:
+    def p_stay(self, state: AvailabilityState, ctx: SelectionContext,
+               devices: np.ndarray | None = None) -> np.ndarray:
         """Each device's probability (of these devices; default all) to stay online for its predicted task time."""
         history = ctx.history
         every = slice(None) if devices is None else devices
         arrived = history.arrived[every]
         tau = np.where(arrived > 0, history.duration_sum_s[every] / np.maximum(arrived, 1),
                        ctx.registry.task_s[every])
-        departures = history.dropped[every] + (0 if self.departures is None else self.departures[every])
-        online_s = 0.0 if self.online_s is None else self.online_s[every]
+        departures = history.dropped[every] + (0 if state.departures is None else state.departures[every])
+        online_s = 0.0 if state.online_s is None else state.online_s[every]
         rate = (departures + 1) / (online_s + self.prior_session_s)
         return np.exp(-rate * tau)

@@ -14,11 +14,21 @@ After a round (or an asynchronous aggregation) the selector is told what happene
 been updated by then. Selection draws from its own random stream (`rng`), apart from the strategy's, so two
 algorithms with the same selector select alike for a seed.
 
+State is explicit, as a Strategy's: the selector object holds its options only (a frozen dataclass), and what it
+learns across rounds (a pacer, credits, measured latencies) is a state value the kit holds and hands back:
+`init(registry, rounds, clients_per_round) -> state` once, `select(state, ctx, rng) -> (ids, state)` at each
+selection, `observe(state, round, now, outcomes, history) -> state` after each round (aggregation). The kit keeps
+the state each hook returns and nothing else, and a checkpoint saves that value (protocols/kit.py), so a resumed
+run selects as an unbroken one. A hook may return a new value or the one it was given, updated (the built-ins
+return new ones: the value a hook was given is left as it was).
+
 The strategy then sets each selected device's task (Strategy.configure, from RoundContext.selected): who trains is
 the selector's business, on what terms the strategy's.
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,6 +36,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from testbed.errors import TestbedError
 from testbed.selection.history import History, Outcome
 
 
@@ -95,27 +106,30 @@ class SelectionContext:
 
 
 class Selector(ABC):
-    """A participant-selection rule. Subclass it with the options as constructor parameters (a dataclass is
-    simplest; its fields' annotations are what the scenario's `selection.options` are checked against), override
+    """A participant-selection rule. Subclass it as a frozen dataclass of its options (its fields' annotations are
+    what the scenario's `selection.options` are checked against; `__post_init__` may refuse a value), override
     `select`, and whichever hooks differ from the defaults below.
 
-    A selector is the server's, and may keep state across rounds (a pacer, credits, an exploration rate): `state`
-    and `restore` carry it through a checkpoint, by default the instance's attributes, which must then be plain
-    data (numbers, strings, numpy arrays, lists and dicts of them).
+    What it learns across rounds is its state, never its attributes: `init` makes it, `select` and `observe` take
+    it and return the next one, and a checkpoint keeps it. A user selector's state is plain data (None, numbers,
+    strings, numpy arrays, and lists, tuples and dicts of them): a checkpoint is read back without running code
+    from it (testbed/safe_load.py), which builds those and the testbed's own dataclasses only.
     ASYNC: whether it can pick for an asynchronous dispatch (protocol.kind: async), where slots free up one at a
     time and there is no round deadline.
     """
 
     ASYNC: ClassVar[bool] = True
 
-    def bind(self, registry: Registry, rounds: int, clients_per_round: int) -> None:
-        """Called once before the first selection, with what the run declares: the devices' registration, the
+    def init(self, registry: Registry, rounds: int, clients_per_round: int) -> Any:
+        """The state before the first selection, from what the run declares: the devices' registration, the
         rounds (stop.max_rounds; times protocol.edge_rounds in hierarchical aggregation, whose edges each pick
-        for every edge round) and K. Default: nothing."""
+        for every edge round) and K. Default: None (nothing kept)."""
+        return None
 
     @abstractmethod
-    def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
-        """Up to ctx.n_select distinct ids among ctx.candidates, drawing with `rng` (the selection stream)."""
+    def select(self, state: Any, ctx: SelectionContext, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+        """Up to ctx.n_select distinct ids among ctx.candidates, drawing with `rng` (the selection stream); and
+        the state after this selection."""
 
     def needs_deadline(self) -> bool:
         """Whether it picks against the synchronous round's deadline (round.deadline_s) and has none of its own:
@@ -127,17 +141,56 @@ class Selector(ABC):
         reason, naming the option and the fix (the scenario is refused with it). Default: none."""
         return None
 
-    def observe(self, round: int, now: float, outcomes: list[Outcome], history: History) -> None:
+    def observe(self, state: Any, round: int, now: float, outcomes: list[Outcome], history: History) -> Any:
         """What happened to the tasks that ended since the last call (a round's, or those an asynchronous
-        aggregation closes), with the history already updated. Default: nothing."""
+        aggregation closes), with the history already updated; the state after it. Default: the state as it was
+        (and the kit then builds no Outcome records: protocols/kit.py's round_ended)."""
+        return state
 
-    def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps of the selector. Default: its attributes."""
-        return dict(vars(self))
 
-    def restore(self, state: dict[str, Any]) -> None:
-        """Take back what `state` returned. Default: set the attributes."""
-        vars(self).update(state)
+OLD_HOOKS = ("bind", "restore")   # the older interface's own (its `state` is too plain a name to tell by)
+
+
+def older_interface(cls: type) -> str | None:
+    """Why `cls` is written for the older Selector interface (select(ctx, rng) and observe(round, now, outcomes,
+    history) changing the selector itself, bind, restore): the hook that shows it; None where nothing does.
+    Such a selector is refused (schema/selection.py) rather than adapted: its state would live on the instance,
+    out of the kit's sight and of checkpoints."""
+    for hook in OLD_HOOKS:
+        if hasattr(cls, hook):
+            return f"{hook}()"
+    for hook, old, new in (("select", 2, 3), ("observe", 4, 5)):
+        own = inspect.getattr_static(cls, hook, None)
+        if inspect.isfunction(own) and not _takes(own, new) and _takes(own, old):
+            return f"{hook}{inspect.signature(own)}"
+    return None
+
+
+def _takes(function, n: int) -> bool:
+    """Whether `function`(self, ...) can be called with n positional arguments after self."""
+    try:
+        inspect.signature(function).bind(*range(n + 1))
+        return True
+    except TypeError:
+        return False
+
+
+def resumed_state(kept: dict, fresh: Any, plugin) -> Any:
+    """The selector's state from a checkpoint's selection entry (`kept`, protocols/kit.py's checkpoint: "state").
+    An older testbed's checkpoint kept the selector's attributes instead ("selector": its options and what it had
+    learnt): a built-in's state is read from them, its state's fields being named as those attributes were
+    (`fresh`: what init returns; None, for a selector that keeps none, is kept as it is); a user selector's is
+    refused in one line (`plugin`: contracts.py's Plugin, naming it)."""
+    if "state" in kept:
+        return kept["state"]
+    older = kept.get("selector")
+    if plugin.builtin and isinstance(older, dict):
+        if fresh is None:
+            return None
+        if dataclasses.is_dataclass(fresh) and all(f.name in older for f in dataclasses.fields(fresh)):
+            return dataclasses.replace(fresh, **{f.name: older[f.name] for f in dataclasses.fields(fresh)})
+    raise TestbedError(f"resume: the checkpoint was written by an older testbed's selector ('{plugin.name}' kept "
+                       "its state on itself, which this testbed cannot read); run without --resume to start over")
 
 
 def select_uniform(online: np.ndarray, n_select: int, rng: np.random.Generator) -> np.ndarray:

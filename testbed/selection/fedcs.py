@@ -126,7 +126,7 @@ def _all_done(order: list[int], down: list[float], up: list[float], theta: float
     return chosen
 
 
-@dataclass
+@dataclass(frozen=True)
 class FedCS(Selector):
     request_fraction: float = 0.1      # C: the share of candidates asked for their resources
     deadline_s: float | None = None    # T_round; default the round's deadline (round.deadline_s)
@@ -143,11 +143,12 @@ class FedCS(Selector):
     def needs_deadline(self) -> bool:
         return self.deadline_s is None
 
-    def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
+    def select(self, state: None, ctx: SelectionContext, rng: np.random.Generator) -> tuple[np.ndarray, None]:
+        """The greedy's set; FedCS keeps no state (None)."""
         deadline = self.deadline_s if self.deadline_s is not None else ctx.deadline_s
         candidates = ctx.candidates
         asked = math.ceil(self.request_fraction * len(candidates))
         requested = np.sort(rng.choice(candidates, size=asked, replace=False))
         down_s, update_s, up_s = ctx.registry.phases_s(requested)
         positions = greedy_schedule(np.arange(asked), down_s, update_s, up_s, deadline, ctx.n_select)
-        return np.sort(requested[np.array(positions, dtype=np.int64)])
+        return np.sort(requested[np.array(positions, dtype=np.int64)]), state

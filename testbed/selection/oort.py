@@ -84,7 +84,7 @@ Deviations from the code, each a known fault or a choice the testbed forces:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -96,7 +96,24 @@ STALL, JUMP = 0.1, 5.0   # the pacer: a window's utility within 10% of the previ
 CLIP_FLOOR = 1e-4        # the code's floor of the utilities' range and of a duration
 
 
-@dataclass
+@dataclass(frozen=True)
+class OortState:
+    """What Oort learns across rounds (its state: init, select and observe return a new one)."""
+
+    threshold: float           # the percentile of durations that is T, as the pacer moves it
+    aggregations: int = 0      # rounds (aggregations) observed
+    observed_round: int = 0    # the last one
+    window_sum: list[float] = field(default_factory=list)   # each recent round's summed utility of the exploited
+    window_count: list[int] = field(default_factory=list)   # that reported, and how many reported
+    paced_at: int = 0          # the aggregations count at the pacer's last judgement
+    exploiting: list[int] = field(default_factory=list)     # devices picked by exploitation whose task has not
+                                                            # ended yet
+    samples: np.ndarray = field(default_factory=lambda: np.zeros(0))  # |B_i|
+    cut_s: np.ndarray = field(default_factory=lambda: np.zeros(0))    # how long its last task ran before it was
+                                                                      # cut, since its last arrival; 0: none
+
+
+@dataclass(frozen=True)
 class Oort(Selector):
     exploration_factor: float = 0.9
     exploration_decay: float = 0.98
@@ -126,70 +143,68 @@ class Oort(Selector):
             value = getattr(self, name)
             if value is not None and value < low:
                 raise ValueError(f"{name} = {value} is below {low}; give at least {low}")
-        self.threshold = float(self.round_threshold)  # the percentile of durations that is T, as the pacer moves it
-        self.aggregations = 0      # rounds (aggregations) observed
-        self.observed_round = 0    # the last one
-        self.window_sum: list[float] = []   # each recent round's summed utility of the exploited that reported
-        self.window_count: list[int] = []   # and how many reported
-        self.paced_at = 0          # the aggregations count at the pacer's last judgement
-        self.exploiting: list[int] = []     # devices picked by exploitation whose task has not ended yet
-        self.samples = np.zeros(0)  # |B_i|
-        self.cut_s = np.zeros(0)    # how long its last task ran before it was cut, since its last arrival; 0: none
 
-    def bind(self, registry: Registry, rounds: int, clients_per_round: int) -> None:
+    def init(self, registry: Registry, rounds: int, clients_per_round: int) -> OortState:
         samples = registry.num_samples.astype(np.float64)
-        self.samples = samples if self.samples_cap is None else np.minimum(samples, self.samples_cap)
-        self.cut_s = np.zeros(registry.n)
+        return OortState(float(self.round_threshold),
+                         samples=samples if self.samples_cap is None else np.minimum(samples, self.samples_cap),
+                         cut_s=np.zeros(registry.n))
 
     # ---- what the server observes -------------------------------------------------------------------------
-    def observe(self, round: int, now: float, outcomes: list[Outcome], history: History) -> None:
-        if round != self.observed_round:
-            self.aggregations += 1
-            self.observed_round = round
-            self.window_sum = (self.window_sum + [0.0])[-2 * self.pacer_step:]
-            self.window_count = (self.window_count + [0])[-2 * self.pacer_step:]
+    def observe(self, state: OortState, round: int, now: float, outcomes: list[Outcome],
+                history: History) -> OortState:
+        aggregations, observed_round = state.aggregations, state.observed_round
+        window_sum, window_count = list(state.window_sum), list(state.window_count)
+        if round != observed_round:
+            aggregations += 1
+            observed_round = round
+            window_sum = (window_sum + [0.0])[-2 * self.pacer_step:]
+            window_count = (window_count + [0])[-2 * self.pacer_step:]
+        exploiting, cut_s = list(state.exploiting), state.cut_s.copy()
         for o in outcomes:
             d = o.device
             if o.outcome in RECEIVED:
-                self.cut_s[d] = 0.0
+                cut_s[d] = 0.0
             elif o.outcome == "cut":
-                self.cut_s[d] = o.ended_s - o.dispatched_s
-            if d in self.exploiting:
-                self.exploiting.remove(d)
+                cut_s[d] = o.ended_s - o.dispatched_s
+            if d in exploiting:
+                exploiting.remove(d)
                 if "train_loss" in o.metrics:
-                    self.window_sum[-1] += float(self.samples[d] * o.metrics.get("train_loss_sq",
-                                                                                 o.metrics["train_loss"]))
-                    self.window_count[-1] += 1
+                    window_sum[-1] += float(state.samples[d] * o.metrics.get("train_loss_sq", o.metrics["train_loss"]))
+                    window_count[-1] += 1
+        return replace(state, aggregations=aggregations, observed_round=observed_round, window_sum=window_sum,
+                       window_count=window_count, exploiting=exploiting, cut_s=cut_s)
 
     # ---- the pieces of the rule ---------------------------------------------------------------------------
-    def epsilon(self) -> float:
+    def epsilon(self, state: OortState) -> float:
         """The exploration share of the next pick."""
-        return max(self.exploration_factor * self.exploration_decay ** (self.aggregations + 1), self.exploration_min)
+        return max(self.exploration_factor * self.exploration_decay ** (state.aggregations + 1), self.exploration_min)
 
-    def pace(self) -> None:
+    def pace(self, state: OortState) -> OortState:
         """Every pacer_step rounds, move the threshold by how the exploited utility of the last window compares
         with the window before."""
         step = self.pacer_step
-        if self.aggregations < 2 * step or self.aggregations % step or self.paced_at == self.aggregations:
-            return
-        self.paced_at = self.aggregations
-        means = [s / c if c else 0.0 for s, c in zip(self.window_sum, self.window_count)]
+        if state.aggregations < 2 * step or state.aggregations % step or state.paced_at == state.aggregations:
+            return state
+        means = [s / c if c else 0.0 for s, c in zip(state.window_sum, state.window_count)]
         previous, current = sum(means[:step]), sum(means[step:])
+        threshold = state.threshold
         if abs(current - previous) <= STALL * previous:
-            self.threshold = min(100.0, self.threshold + self.pacer_delta)
+            threshold = min(100.0, threshold + self.pacer_delta)
         elif abs(current - previous) >= JUMP * previous:
-            self.threshold = max(self.pacer_delta, self.threshold - self.pacer_delta)
+            threshold = max(self.pacer_delta, threshold - self.pacer_delta)
+        return replace(state, paced_at=state.aggregations, threshold=threshold)
 
-    def durations(self, registry: Registry, history: History) -> np.ndarray:
+    def durations(self, state: OortState, registry: Registry, history: History) -> np.ndarray:
         """t_i: the last measured task time, else the registered prediction; at least its last cut task's run."""
         measured = np.where(np.isnan(history.duration_s), registry.task_s, history.duration_s)
-        return np.maximum(measured, self.cut_s)
+        return np.maximum(measured, state.cut_s)
 
-    def preferred(self, durations: np.ndarray) -> float:
+    def preferred(self, state: OortState, durations: np.ndarray) -> float:
         """T: the threshold percentile of the durations, as the code indexes it; infinite at 100."""
-        if self.threshold >= 100:
+        if state.threshold >= 100:
             return math.inf
-        k = min(int(len(durations) * self.threshold / 100), len(durations) - 1)
+        k = min(int(len(durations) * state.threshold / 100), len(durations) - 1)
         return float(np.partition(durations, k)[k])   # the sorted durations' k-th, without sorting them all
 
     def system_factor(self, durations: np.ndarray, preferred: float) -> np.ndarray:
@@ -208,16 +223,17 @@ class Oort(Selector):
         black[order[:min(over, int(self.blacklist_max_len * history.n))]] = True
         return black
 
-    def utilities(self, devices: np.ndarray, history: History) -> np.ndarray:
+    def utilities(self, state: OortState, devices: np.ndarray, history: History) -> np.ndarray:
         """U_i of these devices, tried before; the mean of the known ones where a device never reported."""
-        utility = self.samples[devices] * history.loss_sq[devices]
+        utility = state.samples[devices] * history.loss_sq[devices]
         known = ~np.isnan(utility)
         return np.where(known, utility, utility[known].mean() if known.any() else 1.0)
 
-    def scores(self, devices: np.ndarray, round: int, history: History, factor: np.ndarray) -> np.ndarray:
+    def scores(self, state: OortState, devices: np.ndarray, round: int, history: History,
+               factor: np.ndarray) -> np.ndarray:
         """The exploitation score of these devices, tried before: clipped, rescaled utility plus the temporal
         uncertainty, times the system factor."""
-        utility = self.utilities(devices, history)
+        utility = self.utilities(state, devices, history)
         k = min(int(len(utility) * self.clip_bound), len(utility) - 1)
         ordered = np.partition(utility, [0, k, len(utility) - 1])   # the sorted utilities' places 0, k, -1
         clip = ordered[k]
@@ -227,11 +243,12 @@ class Oort(Selector):
         return np.abs(((np.minimum(utility, clip) - low) / spread + temporal) * factor[devices])
 
     # ---- the pick -----------------------------------------------------------------------------------------
-    def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
+    def select(self, state: OortState, ctx: SelectionContext,
+               rng: np.random.Generator) -> tuple[np.ndarray, OortState]:
         history = ctx.history
-        self.pace()
-        durations = self.durations(ctx.registry, history)
-        preferred = self.preferred(durations)
+        state = self.pace(state)
+        durations = self.durations(state, ctx.registry, history)
+        preferred = self.preferred(state, durations)
         candidates = ctx.candidates
         if self.blacklist_rounds is not None:
             candidates = candidates[~self.blacklist(history)[candidates]]
@@ -240,31 +257,32 @@ class Oort(Selector):
         factor = np.ones(history.n)  # the system factor of the candidates (the others are never read)
         factor[candidates] = self.system_factor(durations[candidates], preferred)
         k = min(ctx.n_select, len(candidates))
-        share = k * self.epsilon()
+        share = k * self.epsilon(state)
         explore = int(share) + int(ctx.asynchronous and rng.random() < share - int(share))
         n_exploit = min(k - explore, len(explored))
         n_explore = min(len(fresh), k - n_exploit)
         n_exploit = min(k - n_explore, len(explored))   # exploitation takes what exploration cannot fill
-        exploited = self.exploit(explored, n_exploit, ctx.round, history, factor, rng)
-        explored_now = self.explore(fresh, n_explore, factor, rng)
-        self.exploiting += exploited.tolist()
-        return np.concatenate([exploited, explored_now]).astype(np.int64)
+        exploited = self.exploit(state, explored, n_exploit, ctx.round, history, factor, rng)
+        explored_now = self.explore(state, fresh, n_explore, factor, rng)
+        state = replace(state, exploiting=state.exploiting + exploited.tolist())
+        return np.concatenate([exploited, explored_now]).astype(np.int64), state
 
-    def exploit(self, explored: np.ndarray, n: int, round: int, history: History, factor: np.ndarray,
-                rng: np.random.Generator) -> np.ndarray:
+    def exploit(self, state: OortState, explored: np.ndarray, n: int, round: int, history: History,
+                factor: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        score = self.scores(explored, round, history, factor)
+        score = self.scores(state, explored, round, history, factor)
         m = min(n, len(score) - 1)
         cut = -np.partition(-score, m)[m] * self.cut_off_util   # the (m+1)-th highest score's share
         keep = min(len(score), max(int(np.sum(score >= cut)), int(self.exploit_pool * n) + 1))
         order = stable_order(-score, keep)
         return draw(explored[order], score[order], n, rng)
 
-    def explore(self, fresh: np.ndarray, n: int, factor: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def explore(self, state: OortState, fresh: np.ndarray, n: int, factor: np.ndarray,
+                rng: np.random.Generator) -> np.ndarray:
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        weight = self.samples[fresh] * factor[fresh]
+        weight = state.samples[fresh] * factor[fresh]
         order = stable_order(-weight, max(n, int(self.sample_window * n)))
         return draw(fresh[order], weight[order], n, rng)
 

@@ -48,7 +48,7 @@ from testbed.selection.base import SelectionContext, Selector
 LOSS_SOURCES = ("probe", "reported")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PowerOfChoice(Selector):
     d: int | None = None
     loss: Literal["probe", "reported"] = "probe"
@@ -66,17 +66,18 @@ class PowerOfChoice(Selector):
         return ("selection.options.loss: power_of_choice's probe asks candidates for their loss at a synchronous "
                 "round's start, and async dispatch has none; use loss: reported, or protocol kind sync")
 
-    def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
+    def select(self, state: None, ctx: SelectionContext, rng: np.random.Generator) -> tuple[np.ndarray, None]:
+        """pow-d's pick; it keeps no state (None): the losses are the probe's or the history's."""
         candidates = ctx.candidates
         if not len(candidates) or ctx.n_select < 1:
-            return np.empty(0, dtype=np.int64)
+            return np.empty(0, dtype=np.int64), state
         drawn = self.candidate_set(candidates, ctx.registry.num_samples, ctx.n_select, rng)
         losses = self.losses(ctx, drawn)
         # highest loss first, ties in the order drawn; never-reported first (rpow-d); no answer never
         key = np.where(np.isnan(losses), np.inf if self.loss == "reported" else np.nan, losses)
         order = np.argsort(-key, kind="stable")   # NaN (no answer) sorts last
         keep = order[~np.isnan(key[order])][:ctx.n_select]
-        return np.sort(drawn[keep])
+        return np.sort(drawn[keep]), state
 
     def candidate_set(self, candidates: np.ndarray, num_samples: np.ndarray, n_select: int,
                       rng: np.random.Generator) -> np.ndarray:

@@ -17,7 +17,7 @@ public implementations): 5 tiers and I = 10 as WwZzz/easyFL's algorithm/TiFL.py 
 the credits, ceil(rounds / tiers) per tier, and the probability update n/D, (n-1)/D, ..., 1/D over the tiers with
 credits as bacox/fltk's fltk/strategy/client_selection/tifl.py (tifl_init, change_probs); the update at rounds
 I+1, 2I+1, ... as easyFL's (`(round-1) % I == 0 and round-1 >= I`); the tier drawn among those with credits,
-their probabilities renormalised, as fltk's select_tier. The credits' round count is stop.max_rounds (bind).
+their probabilities renormalised, as fltk's select_tier. The credits' round count is stop.max_rounds (init).
 
 It sees only what a real server knows: the registry, the history, the candidates and what it was told in
 `observe`; never the simulator's ground truth (no fleet, no capability tiers, no availability model).
@@ -43,7 +43,7 @@ ASYNC is False: TiFL picks a synchronous round's participants together.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -70,7 +70,18 @@ def ranked_probabilities(accuracy: np.ndarray, credits: np.ndarray) -> np.ndarra
     return probs
 
 
-@dataclass
+@dataclass(frozen=True)
+class TiFLState:
+    """What TiFL learns across rounds (its state: init, select and observe return a new one)."""
+
+    latency_s: np.ndarray     # each device's profiled latency: declared, then measured
+    accuracy: np.ndarray      # each device's last reported training accuracy (NaN: none)
+    allotment: int            # the credits each tier is given (again, once all are spent)
+    tier_credits: np.ndarray  # each tier's credits left
+    tier_probs: np.ndarray    # each tier's probability, fastest first
+
+
+@dataclass(frozen=True)
 class TiFL(Selector):
     tiers: int = 5
     policy: Literal["adaptive", "static"] = "adaptive"
@@ -94,25 +105,26 @@ class TiFL(Selector):
                 raise ValueError(f"probabilities must be {self.tiers} non-negative numbers (one a tier, fastest "
                                  f"first) summing to 1 (got {self.probabilities})")
 
-    def bind(self, registry: Registry, rounds: int, clients_per_round: int) -> None:
-        self.latency_s = registry.task_s.astype(np.float64)   # profiled: declared, then measured
-        self.accuracy = np.full(registry.n, math.nan)         # last reported training accuracy
-        self.allotment = self.credits or math.ceil(rounds / self.tiers)
-        self.tier_credits = np.full(self.tiers, self.allotment, dtype=np.int64)
-        self.tier_probs = (np.full(self.tiers, 1 / self.tiers) if self.probabilities is None
-                           else np.asarray(self.probabilities, dtype=np.float64))
+    def init(self, registry: Registry, rounds: int, clients_per_round: int) -> TiFLState:
+        allotment = self.credits or math.ceil(rounds / self.tiers)
+        return TiFLState(latency_s=registry.task_s.astype(np.float64), accuracy=np.full(registry.n, math.nan),
+                         allotment=allotment, tier_credits=np.full(self.tiers, allotment, dtype=np.int64),
+                         tier_probs=(np.full(self.tiers, 1 / self.tiers) if self.probabilities is None
+                                     else np.asarray(self.probabilities, dtype=np.float64)))
 
-    def tier_accuracy(self, tiers: list[np.ndarray]) -> np.ndarray:
+    def tier_accuracy(self, state: TiFLState, tiers: list[np.ndarray]) -> np.ndarray:
         """Each tier's mean reported training accuracy (NOT_REPORTED where none of its devices reported)."""
-        return np.array([np.nanmean(self.accuracy[t]) if np.isfinite(self.accuracy[t]).any() else NOT_REPORTED
+        accuracy = state.accuracy
+        return np.array([np.nanmean(accuracy[t]) if np.isfinite(accuracy[t]).any() else NOT_REPORTED
                          for t in tiers])
 
-    def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
-        tiers = cut_tiers(self.latency_s, self.tiers)
+    def select(self, state: TiFLState, ctx: SelectionContext,
+               rng: np.random.Generator) -> tuple[np.ndarray, TiFLState]:
+        tiers = cut_tiers(state.latency_s, self.tiers)
         if self.policy == "static":
-            tier = int(rng.choice(self.tiers, p=self.tier_probs))
+            tier = int(rng.choice(self.tiers, p=state.tier_probs))
         else:
-            tier = self._spend_credit(ctx.round, tiers, rng)
+            tier, state = self._spend_credit(state, ctx.round, tiers, rng)
         usable = np.zeros(ctx.registry.n, dtype=bool)
         usable[ctx.candidates] = True
         picked = [np.zeros(0, dtype=np.int64)]
@@ -121,27 +133,32 @@ class TiFL(Selector):
             if left <= 0:
                 break
             picked.append(select_uniform(np.sort(tiers[t][usable[tiers[t]]]), left, rng))
-        return np.sort(np.concatenate(picked))
+        return np.sort(np.concatenate(picked)), state
 
-    def _spend_credit(self, round: int, tiers: list[np.ndarray], rng: np.random.Generator) -> int:
+    def _spend_credit(self, state: TiFLState, round: int, tiers: list[np.ndarray],
+                      rng: np.random.Generator) -> tuple[int, TiFLState]:
         """The adaptive policy's tier for this round: probabilities re-ranked every `interval` rounds, drawn
         among the tiers with credits, the chosen one spending one."""
-        if not (self.tier_credits > 0).any():
-            self.tier_credits[:] = self.allotment
+        credits, probs = state.tier_credits.copy(), state.tier_probs
+        if not (credits > 0).any():
+            credits[:] = state.allotment
         if (round - 1) % self.interval == 0 and round - 1 >= self.interval:
-            self.tier_probs = ranked_probabilities(self.tier_accuracy(tiers), self.tier_credits)
-        live = np.where(self.tier_credits > 0, self.tier_probs, 0.0)
+            probs = ranked_probabilities(self.tier_accuracy(state, tiers), credits)
+        live = np.where(credits > 0, probs, 0.0)
         if live.sum() <= 0:  # the tiers left with credits had probability 0: draw them alike
-            live = (self.tier_credits > 0).astype(np.float64)
+            live = (credits > 0).astype(np.float64)
         tier = int(rng.choice(self.tiers, p=live / live.sum()))
-        self.tier_credits[tier] -= 1
-        return tier
+        credits[tier] -= 1
+        return tier, replace(state, tier_credits=credits, tier_probs=probs)
 
-    def observe(self, round: int, now: float, outcomes: list[Outcome], history: History) -> None:
+    def observe(self, state: TiFLState, round: int, now: float, outcomes: list[Outcome],
+                history: History) -> TiFLState:
+        latency_s, accuracy = state.latency_s.copy(), state.accuracy.copy()
         for o in outcomes:
             if o.outcome in RECEIVED:
-                self.latency_s[o.device] = history.duration_s[o.device]
+                latency_s[o.device] = history.duration_s[o.device]
             elif o.outcome == "cut":
-                self.latency_s[o.device] = max(self.latency_s[o.device], o.ended_s - o.dispatched_s)
+                latency_s[o.device] = max(latency_s[o.device], o.ended_s - o.dispatched_s)
             if "train_accuracy" in o.metrics:
-                self.accuracy[o.device] = o.metrics["train_accuracy"]
+                accuracy[o.device] = o.metrics["train_accuracy"]
+        return replace(state, latency_s=latency_s, accuracy=accuracy)

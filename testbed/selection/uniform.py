@@ -22,9 +22,14 @@ REJECTION_DRAWS = 32  # uniform draws per free slot before the candidates are li
 SINGLE_DRAW_SLOTS = 8  # up to this many free slots, draws are single: numpy's batch call costs ~4 of them
 
 
-@dataclass
+@dataclass(frozen=True)
 class Uniform(Selector):
-    def select(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
+    """Keeps no state (None)."""
+
+    def select(self, state: None, ctx: SelectionContext, rng: np.random.Generator) -> tuple[np.ndarray, None]:
+        return self.pick(ctx, rng), state
+
+    def pick(self, ctx: SelectionContext, rng: np.random.Generator) -> np.ndarray:
         if not ctx.asynchronous:
             return select_uniform(ctx.candidates, ctx.n_select, rng)
         k = ctx.n_select

@@ -83,8 +83,8 @@ def test_links_that_never_bind_change_no_instant():
 class Lowest(Selector):
     """Picks the lowest usable ids: which devices train is then known by hand."""
 
-    def select(self, ctx, rng):
-        return ctx.candidates[:ctx.n_select]
+    def select(self, state, ctx, rng):
+        return ctx.candidates[:ctx.n_select], state
 
 
 def test_an_asynchronous_dispatch_shares_with_the_transfers_in_flight():

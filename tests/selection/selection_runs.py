@@ -1,5 +1,6 @@
 """Shared pieces of the selectors' tests: scenarios/fedprox_deadline.yaml run for 3 rounds with a selector, the
-registry a run's server builds, and who a run selected each round."""
+registry a run's server builds, who a run selected each round, a resume's tables, and a checkpoint rewritten as an
+older testbed wrote it."""
 import pandas as pd
 import torch
 from helpers import ROOT, run_killed_after, simulate, tiny_scenario
@@ -50,3 +51,12 @@ def resume_keeps_the_tables(selection: dict, round_: dict, out) -> bool:
     run_scenario(sc.validate(raw, "test", ROOT), "test", out / "broken", quiet=True, resume=True)
     return all((out / "broken" / "tiny" / "0" / t).read_bytes() == (out / "unbroken" / "tiny" / "0" / t).read_bytes()
                for t in ("rounds.csv", "events.csv"))
+
+
+def older_checkpoint(path, attributes) -> None:
+    """Rewrite a checkpoint's selection entry as an older testbed wrote it, the selector's attributes under
+    "selector" (`attributes(state)`: its options and what it had learnt, from the state), and no "state"."""
+    fields = torch.load(path, weights_only=False)   # the test's own file
+    selection = fields["protocol"]["selection"]
+    selection["selector"] = attributes(selection.pop("state"))
+    torch.save(fields, path)

@@ -36,12 +36,13 @@ def test_the_rule_by_hand():
     rng = np.random.default_rng(0)
     ctx = _context(history, [6, 6, 30, 3], 3)
     selector = Availability()
-    np.testing.assert_allclose(selector.p_stay(ctx), np.exp([-0.1, -0.1, -0.5, -0.1]))
-    assert Availability().select(_context(history, [6, 6, 30, 3], 2), rng).tolist() == [1, 3]
-    assert Availability().select(_context(history, [6, 6, 30, 3], 3), rng).tolist() == [0, 1, 3]
+    fresh = selector.init(ctx.registry, 10, 3)
+    np.testing.assert_allclose(selector.p_stay(fresh, ctx), np.exp([-0.1, -0.1, -0.5, -0.1]))
+    assert selector.select(fresh, _context(history, [6, 6, 30, 3], 2), rng)[0].tolist() == [1, 3]
+    assert selector.select(fresh, _context(history, [6, 6, 30, 3], 3), rng)[0].tolist() == [0, 1, 3]
     # device 0's measured tasks took 40 s on average: p = exp(-40/60) = 0.51 < device 2's 0.61, both unlikely
     history.arrived[0], history.duration_sum_s[0] = 2, 80.0
-    assert Availability().select(_context(history, [6, 6, 30, 3], 3), rng).tolist() == [1, 2, 3]
+    assert selector.select(fresh, _context(history, [6, 6, 30, 3], 3), rng)[0].tolist() == [1, 2, 3]
 
 
 def test_it_learns_departures_and_time_online_from_the_looks():
@@ -49,16 +50,17 @@ def test_it_learns_departures_and_time_online_from_the_looks():
     departure, 5 s online), device 2 gone having dropped its task (the drop is its one departure, 5 s online)."""
     history = History.empty(3)
     selector = Availability()
+    ctx = _context(history, [60.0, 60.0, 60.0], 1)
     history.looked(np.array([True, True, True]), 0.0)
-    selector.watch(history, 0.0)
+    state = selector.watch(selector.init(ctx.registry, 10, 1), history, 0.0)
     history.dropped[2] = 1
     history.looked(np.array([True, False, False]), 10.0)
-    selector.watch(history, 10.0)
-    assert selector.departures.tolist() == [0, 1, 0] and selector.online_s.tolist() == [10.0, 5.0, 5.0]
-    ctx = _context(history, [60.0, 60.0, 60.0], 1)
-    np.testing.assert_allclose(selector.p_stay(ctx), np.exp([-60 / 70, -2 * 60 / 65, -2 * 60 / 65]))
-    selector.watch(history, 10.0)  # no new look: nothing learnt twice
-    assert selector.departures.tolist() == [0, 1, 0]
+    before = state
+    state = selector.watch(state, history, 10.0)
+    assert state.departures.tolist() == [0, 1, 0] and state.online_s.tolist() == [10.0, 5.0, 5.0]
+    assert before.online_s.tolist() == [0.0, 0.0, 0.0] and before.looks == 1   # the state given is left as it was
+    np.testing.assert_allclose(selector.p_stay(state, ctx), np.exp([-60 / 70, -2 * 60 / 65, -2 * 60 / 65]))
+    assert selector.watch(state, history, 10.0) is state  # no new look: nothing learnt twice
 
 
 def test_options_are_checked():

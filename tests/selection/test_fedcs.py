@@ -54,18 +54,20 @@ def test_the_greedy_adds_the_device_that_lengthens_the_round_least_while_it_fits
     assert greedy_schedule(np.arange(4), *phases, deadline_s=2.9, most=10) == []   # not even the fastest
     # the selector: every candidate asked, the round's deadline by default, an option over it
     rng = np.random.default_rng(0)
-    assert FedCS(request_fraction=1.0).select(context(FOUR, range(4), 10, 8.0), rng).tolist() == [0, 1, 2]
-    assert FedCS(request_fraction=1.0, deadline_s=14).select(context(FOUR, range(4), 10, 8.0), rng).tolist() == \
-        [0, 1, 2, 3]
+    assert FedCS(request_fraction=1.0).select(None, context(FOUR, range(4), 10, 8.0), rng)[0].tolist() == [0, 1, 2]
+    over = FedCS(request_fraction=1.0, deadline_s=14).select(None, context(FOUR, range(4), 10, 8.0), rng)[0]
+    assert over.tolist() == [0, 1, 2, 3]
 
 
 def test_it_picks_among_the_candidates_it_asked():
     """ceil(0.5 x 4) = 2 asked, drawn with the selection stream; what it picks is among them."""
     for seed in range(20):
         asked = set(np.random.default_rng(seed).choice(np.arange(4), 2, replace=False).tolist())
-        picked = FedCS(request_fraction=0.5).select(context(FOUR, range(4), 10, 100.0), np.random.default_rng(seed))
+        picked, _ = FedCS(request_fraction=0.5).select(None, context(FOUR, range(4), 10, 100.0),
+                                                       np.random.default_rng(seed))
         assert set(picked.tolist()) == asked   # a 100 s deadline: all asked fit
-    picked = FedCS(request_fraction=0.3).select(context(FOUR, [0, 2, 3], 10, 100.0), np.random.default_rng(0))
+    picked, _ = FedCS(request_fraction=0.3).select(None, context(FOUR, [0, 2, 3], 10, 100.0),
+                                                   np.random.default_rng(0))
     assert len(picked) == math.ceil(0.3 * 3) and picked[0] in (0, 2, 3)
 
 
@@ -93,7 +95,8 @@ def test_it_sees_the_declared_figures_not_the_hidden_tiers_nor_the_availability(
     hidden = ["fleet.groups.3.tiers=[1, 0.0625]", "fleet.groups.0.availability.kind=markov",
               "fleet.groups.0.availability.mean_on_s=10", "fleet.groups.0.availability.mean_off_s=10"]
     plain, varied = registry_of(deadline_raw()), registry_of(deadline_raw(*hidden))
-    picks = [FedCS().select(context(r, np.arange(100), 10, 10.0), np.random.default_rng(3)) for r in (plain, varied)]
+    picks = [FedCS().select(None, context(r, np.arange(100), 10, 10.0), np.random.default_rng(3))[0]
+             for r in (plain, varied)]
     assert np.array_equal(*picks) and len(picks[0]) > 0
 
 

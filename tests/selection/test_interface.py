@@ -10,6 +10,7 @@ import pytest
 
 import testbed.data
 from helpers import TWO_DEVICES, run_killed_after, tiny_blobs, tiny_scenario, write_yaml
+from selection_runs import older_checkpoint
 from testbed import scenario as sc
 from testbed.cli import main
 from testbed.engine import Engine
@@ -17,50 +18,55 @@ from testbed.runner import run_scenario
 from testbed.selection import History, Outcome
 
 USER_SELECTORS = '''
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from testbed.selection import Selector
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fastest(Selector):
-    """The candidates with the shortest predicted task time; records what it is told."""
+    """The candidates with the shortest predicted task time; its state records what it is told."""
     margin: float = 0.0
-    told: list = field(default_factory=list)
 
     def __post_init__(self):
         if self.margin < 0:
             raise ValueError("margin must be >= 0")
 
-    def select(self, ctx, rng):
+    def init(self, registry, rounds, clients_per_round):
+        return {"told": []}
+
+    def select(self, state, ctx, rng):
         order = np.argsort(ctx.registry.task_s[ctx.candidates], kind="stable")
-        return ctx.candidates[order[:ctx.n_select]]
+        return ctx.candidates[order[:ctx.n_select]], state
 
-    def observe(self, round, now, outcomes, history):
-        self.told.append([round, [(o.device, o.outcome) for o in outcomes], history.selected.tolist()])
+    def observe(self, state, round, now, outcomes, history):
+        told = [round, [(o.device, o.outcome) for o in outcomes], history.selected.tolist()]
+        return {"told": state["told"] + [told]}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Rotating(Selector):
     """Device `turn` mod n, then the next ones: its choice depends on its state alone."""
-    turn: int = 0
+    start: int = 0
 
-    def select(self, ctx, rng):
+    def init(self, registry, rounds, clients_per_round):
+        return {"turn": self.start}
+
+    def select(self, state, ctx, rng):
         n = ctx.registry.n
-        picks = [(self.turn + i) % n for i in range(ctx.n_select)]
-        self.turn += 1
-        return np.array(picks)
+        picks = [(state["turn"] + i) % n for i in range(ctx.n_select)]
+        return np.array(picks), {"turn": state["turn"] + 1}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Twice(Selector):
-    def select(self, ctx, rng):
-        return np.array([ctx.candidates[0], ctx.candidates[0]])
+    def select(self, state, ctx, rng):
+        return np.array([ctx.candidates[0], ctx.candidates[0]]), state
 
 
-@dataclass
+@dataclass(frozen=True)
 class SyncOnly(Fastest):
     ASYNC = False
 
@@ -70,8 +76,56 @@ class NoSelect(Selector):
 
 
 class NotASelector:
+    def select(self, state, ctx, rng):
+        return [], state
+
+
+@dataclass
+class OldStyle(Selector):
+    """Written for the older interface: select(ctx, rng), its state on itself."""
+    turn: int = 0
+
     def select(self, ctx, rng):
-        return []
+        self.turn += 1
+        return ctx.candidates[:ctx.n_select]
+
+
+class OldObserve(Selector):
+    def select(self, state, ctx, rng):
+        return ctx.candidates[:ctx.n_select], state
+
+    def observe(self, round, now, outcomes, history):
+        pass
+
+
+class OldRestore(OldObserve):
+    def observe(self, state, round, now, outcomes, history):
+        return state
+
+    def restore(self, state):
+        pass
+
+
+class IdsOnly(Selector):
+    def select(self, state, ctx, rng):
+        return ctx.candidates[:ctx.n_select]
+
+
+class Forgets(Rotating):
+    def observe(self, state, round, now, outcomes, history):
+        state["turn"] += 0   # and no return
+
+
+class Memory:
+    turn = 0
+
+
+class Opaque(Rotating):
+    def init(self, registry, rounds, clients_per_round):
+        return {"memory": Memory()}
+
+    def select(self, state, ctx, rng):
+        return ctx.candidates[:ctx.n_select], state
 '''
 
 
@@ -104,14 +158,14 @@ def engine_run(raw):
 
 def test_a_user_selector_picks_and_is_told_what_happened(user_code):
     rounds, events, engine = engine_run(six_devices({"name": "my_selectors:Fastest"}))
-    kit_selector = engine.kit.selector
+    told = engine.kit.selector_state["told"]
     # the registry's predicted task time: device 1's group has half the FLOP/s, device 0's half the uplink; with
     # tiny_blobs (logreg) compute dominates, so the first group (ids 0-2) is faster and ids 0, 1 are picked
     chosen = events.groupby("round")["device"].apply(lambda d: sorted(set(d)))
     assert all(c == [0, 1] for c in chosen)
-    assert [t[0] for t in kit_selector.told] == [1, 2, 3]
-    assert kit_selector.told[0][1] == [(0, "arrived"), (1, "arrived")]
-    assert kit_selector.told[-1][2] == [3, 3, 0, 0, 0, 0]  # the history was updated before it was told
+    assert [t[0] for t in told] == [1, 2, 3]
+    assert told[0][1] == [(0, "arrived"), (1, "arrived")]
+    assert told[-1][2] == [3, 3, 0, 0, 0, 0]  # the history was updated before it was told
 
 
 def test_the_history_is_what_the_server_saw(user_code):
@@ -175,16 +229,25 @@ def test_the_selectors_state_survives_a_resume(user_code):
 @pytest.mark.parametrize("selection, message", [
     ({"name": "my_selectors:NotASelector"}, "selection: 'my_selectors:NotASelector' is the class NotASelector, not a "
                                             "Selector; subclass testbed.selection.base.Selector"),
-    ({"name": "my_selectors:NoSelect"}, "selection: 'my_selectors:NoSelect' does not define select(self, ctx, rng)"),
+    ({"name": "my_selectors:NoSelect"}, "selection: 'my_selectors:NoSelect' does not define select(self, state, ctx, rng)"),
     ({"name": "my_selectors:Nope"}, "selection: 'my_selectors:Nope': my_selectors has no attribute 'Nope'; it has: Fastest"),
     ({"name": "oortt"}, "selection: unknown selector 'oortt'"),
     ({"name": "my_selectors:Fastest", "options": {"margn": 1}},
-     "selection.options: margn is not an option of 'my_selectors:Fastest' (it takes: margin, told)"),
+     "selection.options: margn is not an option of 'my_selectors:Fastest' (it takes: margin)"),
     ({"name": "my_selectors:Fastest", "options": {"margin": "wide"}},
      "selection.options.margin: Input should be a valid number"),
     ({"name": "my_selectors:Fastest", "options": {"margin": -1}},
      "selection.options: 'my_selectors:Fastest' refused its options (ValueError: margin must be >= 0)"),
     ({"name": "uniform", "option": {}}, "selection.option: unknown key"),
+    ({"name": "my_selectors:OldStyle"}, "selection: 'my_selectors:OldStyle' is written for the older Selector "
+                                        "interface (select(self, ctx, rng)), which kept state on the selector; port "
+                                        "it to init(registry, rounds, clients_per_round) -> state, select(state, ctx, "
+                                        "rng) -> (ids, state), observe(state, round, now, outcomes, history) -> state "
+                                        "(docs/extending.md)"),
+    ({"name": "my_selectors:OldObserve"}, "'my_selectors:OldObserve' is written for the older Selector interface "
+                                          "(observe(self, round, now, outcomes, history))"),
+    ({"name": "my_selectors:OldRestore"}, "'my_selectors:OldRestore' is written for the older Selector interface "
+                                          "(restore())"),
 ])
 def test_bad_selectors_end_in_one_line(selection, message, user_code, capsys):
     assert main(["validate", str(write_yaml(user_code / "s.yaml", six_devices(selection)))]) == 2
@@ -214,3 +277,36 @@ def test_async_dispatch_asks_the_selector(user_code):
     rounds, events, engine = engine_run(raw)
     assert set(events["device"]) == {0, 1}  # the two fastest, each time a slot frees up
     assert engine.kit.history.selected[:2].sum() == len(events.drop_duplicates(["device", "task"]))
+
+
+@pytest.mark.parametrize("name, message", [
+    ("IdsOnly", ["round 1: selection 'my_selectors:IdsOnly'.select (", "returned ndarray where (ids, state) was due; "
+                 "return the ids and the state, as select(state, ctx, rng) -> (ids, state) (docs/extending.md)"]),
+    ("Forgets", ["round 1: selection 'my_selectors:Forgets'.observe (", "returned None where its state was due; "
+                 "return the state it was given, or the next one (docs/extending.md)"]),
+    ("Opaque", ["selection 'my_selectors:Opaque': its state holds a value of type Memory, which a checkpoint cannot "
+                "keep; keep it as None, numbers, strings, numpy arrays, and lists, tuples and dicts of them "
+                "(docs/extending.md)"]),
+])
+def test_a_selector_that_mishandles_its_state_is_stopped_in_one_line(name, message, user_code, capsys):
+    """select's pair, the state observe must return, and a state a checkpoint can keep (plain data)."""
+    raw = six_devices({"name": f"my_selectors:{name}"}) | {"checkpoint": {"every_rounds": 1}}
+    assert main(["run", str(write_yaml(user_code / "s.yaml", raw)), "--out", str(user_code / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert all(part in err for part in message) and "\n" not in err, err
+
+
+def test_an_older_testbeds_checkpoint_of_a_user_selector_is_refused_in_one_line(user_code, capsys):
+    """A checkpoint that kept the selector's attributes (the older interface's state()) cannot be read into a
+    user selector's state: resume says so and how to go on."""
+    raw = six_devices({"name": "my_selectors:Rotating"}, rounds=4) | {"checkpoint": {"every_rounds": 2}}
+    run_killed_after(raw, user_code / "broken", 3)
+    older_checkpoint(user_code / "broken" / "tiny" / "0" / "checkpoint.pt", lambda state: {"start": 0, **state})
+    file = write_yaml(user_code / "s.yaml", raw)
+    assert main(["run", str(file), "--out", str(user_code / "broken"), "--quiet", "--resume"]) == 2
+    resumed, error = capsys.readouterr().err.strip().split("\n")   # resume's note of the rows it dropped, then
+    assert resumed.startswith("resume: ")                              # the error
+    assert error.startswith("error: resume: the checkpoint was written by an older testbed's selector "
+                            "('my_selectors:Rotating' kept its state on itself, which this testbed cannot read); run "
+                            "without --resume to start over")
+

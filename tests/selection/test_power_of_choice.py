@@ -35,7 +35,7 @@ def _context(losses=None, probe=None, n_select=2, samples=(10, 20, 30, 40)):
 def test_reported_losses_rank_the_never_seen_first_then_the_highest():
     ctx = _context(losses=[0.5, math.nan, 0.9, 0.2])
     # d = 4 draws every candidate: device 1 never reported (first), then device 2's 0.9
-    assert PowerOfChoice(d=4, loss="reported").select(ctx, np.random.default_rng(0)).tolist() == [1, 2]
+    assert PowerOfChoice(d=4, loss="reported").select(None, ctx, np.random.default_rng(0))[0].tolist() == [1, 2]
 
 
 def test_probed_losses_pick_the_highest_among_those_that_answered():
@@ -46,11 +46,11 @@ def test_probed_losses_pick_the_highest_among_those_that_answered():
         return np.array([{0: 0.5, 1: math.nan, 2: 0.9, 3: 0.7}[d] for d in ids.tolist()])
 
     ctx = _context(probe=probe)
-    assert PowerOfChoice(d=4).select(ctx, np.random.default_rng(0)).tolist() == [2, 3]
+    assert PowerOfChoice(d=4).select(None, ctx, np.random.default_rng(0))[0].tolist() == [2, 3]
     assert asked == [[0, 1, 2, 3]]  # every candidate probed, once
     # device 1 gave no answer: it is never picked, even where fewer than n_select answered
     ctx = _context(probe=lambda ids: np.where(ids == 0, 0.1, math.nan), n_select=2)
-    assert PowerOfChoice(d=4).select(ctx, np.random.default_rng(0)).tolist() == [0]
+    assert PowerOfChoice(d=4).select(None, ctx, np.random.default_rng(0))[0].tolist() == [0]
 
 
 def test_the_candidate_set_is_drawn_in_proportion_to_data_size():

@@ -9,7 +9,7 @@ from helpers import ROOT
 from testbed import scenario as sc
 from testbed.errors import TestbedError
 from testbed.selection import History, Outcome, Registry, SelectionContext, TiFL
-from testbed.selection.tifl import cut_tiers, ranked_probabilities
+from testbed.selection.tifl import TiFLState, cut_tiers, ranked_probabilities
 
 
 def registry(task_s) -> Registry:
@@ -23,10 +23,9 @@ def context(reg: Registry, candidates, n_select: int, round: int = 1) -> Selecti
                             lambda d: d in candidates, deadline_s=None)
 
 
-def bound(reg: Registry, rounds: int = 10, **options) -> TiFL:
+def bound(reg: Registry, rounds: int = 10, **options) -> tuple[TiFL, TiFLState]:
     selector = TiFL(**options)
-    selector.bind(reg, rounds, 2)
-    return selector
+    return selector, selector.init(reg, rounds, 2)
 
 
 def test_tiers_are_latency_quantiles_fastest_first():
@@ -49,14 +48,14 @@ def test_one_selection_by_hand():
     reg = registry([1, 2, 3, 4, 5, 6])
     seen = {0: 0, 1: 0}
     for seed in range(200):
-        selector = bound(reg, tiers=3, policy="static", probabilities=[0, 1, 0])
-        picked = selector.select(context(reg, [0, 1, 2, 4, 5], 2), np.random.default_rng(seed)).tolist()
+        selector, state = bound(reg, tiers=3, policy="static", probabilities=[0, 1, 0])
+        picked = selector.select(state, context(reg, [0, 1, 2, 4, 5], 2), np.random.default_rng(seed))[0].tolist()
         assert picked[1] == 2 and picked[0] in seen
         seen[picked[0]] += 1
     assert 80 < seen[0] < 120   # each half of the time: binomial(200, 1/2), 4 standard deviations out
     # three asked of a tier of one: the faster neighbour's two, then none of the slower tier's
-    picked = bound(reg, tiers=3, policy="static", probabilities=[0, 1, 0]).select(
-        context(reg, [0, 1, 2, 4, 5], 3), np.random.default_rng(0))
+    selector, state = bound(reg, tiers=3, policy="static", probabilities=[0, 1, 0])
+    picked, _ = selector.select(state, context(reg, [0, 1, 2, 4, 5], 3), np.random.default_rng(0))
     assert picked.tolist() == [0, 1, 2]
 
 
@@ -66,32 +65,32 @@ def test_credits_bound_each_tiers_rounds_and_the_probabilities_follow_accuracy()
     gets 2/3, the other 1/3."""
     reg = registry([1, 2, 3, 4])
     for seed in range(10):
-        selector, rng, chosen = bound(reg, rounds=6, tiers=2, interval=2), np.random.default_rng(seed), []
+        (selector, state), rng, chosen = bound(reg, rounds=6, tiers=2, interval=2), np.random.default_rng(seed), []
         for r in range(1, 7):
-            picked = selector.select(context(reg, range(4), 2, round=r), rng)
+            picked, state = selector.select(state, context(reg, range(4), 2, round=r), rng)
             chosen.append(int(picked[0] >= 2))
             if r == 1:
-                assert selector.tier_probs.tolist() == [0.5, 0.5]
+                assert state.tier_probs.tolist() == [0.5, 0.5]
                 reports, history = [Outcome(0, 1, "arrived", 0, 1, {"train_accuracy": 0.9}),
                                     Outcome(2, 1, "arrived", 0, 3, {"train_accuracy": 0.4})], History.empty(4)
                 history.record(reports)   # timed as declared: the tiers stay
-                selector.observe(1, 3.0, reports, history)
+                state = selector.observe(state, 1, 3.0, reports, history)
             if r == 3:
-                assert selector.tier_probs.tolist() == pytest.approx([1 / 3, 2 / 3])
+                assert state.tier_probs.tolist() == pytest.approx([1 / 3, 2 / 3])
         assert sorted(chosen) == [0, 0, 0, 1, 1, 1]
-        assert selector.tier_credits.tolist() == [0, 0]
+        assert state.tier_credits.tolist() == [0, 0]
 
 
 def test_measured_latencies_re_tier_the_devices():
     """Device 0 declared 1 s and took 10: it joins the slow tier; device 3, cut after 2 s of its declared 4 s,
     keeps 4; device 1, cut after 7 s, is at least that slow."""
     reg = registry([1, 2, 3, 4])
-    selector, history = bound(reg, tiers=2), History.empty(4)
+    (selector, before), history = bound(reg, tiers=2), History.empty(4)
     outcomes = [Outcome(0, 1, "arrived", 0, 10), Outcome(3, 1, "cut", 0, 2), Outcome(1, 1, "cut", 0, 7)]
     history.record(outcomes)
-    selector.observe(1, 10.0, outcomes, history)
-    assert selector.latency_s.tolist() == [10, 7, 3, 4]
-    assert [t.tolist() for t in cut_tiers(selector.latency_s, 2)] == [[2, 3], [1, 0]]
+    state = selector.observe(before, 1, 10.0, outcomes, history)
+    assert state.latency_s.tolist() == [10, 7, 3, 4] and before.latency_s.tolist() == [1, 2, 3, 4]
+    assert [t.tolist() for t in cut_tiers(state.latency_s, 2)] == [[2, 3], [1, 0]]
 
 
 def test_options_are_checked_and_asynchronous_dispatch_refused_in_one_line():
@@ -113,9 +112,9 @@ def test_it_sees_the_declared_figures_not_the_hidden_tiers_nor_the_availability(
               "fleet.groups.0.availability.mean_on_s=10", "fleet.groups.0.availability.mean_off_s=10"]
     picks = []
     for reg in (registry_of(deadline_raw()), registry_of(deadline_raw(*hidden))):
-        selector = bound(reg, rounds=20)
-        picks.append([selector.select(context(reg, np.arange(100), 10, r), np.random.default_rng(r)) for r in
-                      range(1, 4)])
+        selector, state = bound(reg, rounds=20)
+        picks.append([selector.select(state, context(reg, np.arange(100), 10, r), np.random.default_rng(r))[0]
+                      for r in range(1, 4)])
     assert all(np.array_equal(a, b) for a, b in zip(*picks))
 
 

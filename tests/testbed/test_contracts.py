@@ -81,35 +81,35 @@ def wide(sample_shape, num_classes, width):
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes + 2))
 
 
-@dataclass
+@dataclass(frozen=True)
 class PastTheFleet(Selector):
-    def select(self, ctx, rng):
-        return np.array([10_000])
+    def select(self, state, ctx, rng):
+        return np.array([10_000]), state
 
 
-@dataclass
+@dataclass(frozen=True)
 class Offline(Selector):
-    def select(self, ctx, rng):
+    def select(self, state, ctx, rng):
         usable = ctx.usable_each(np.arange(ctx.registry.n))
-        return np.flatnonzero(~usable)[:1]
+        return np.flatnonzero(~usable)[:1], state
 
 
-@dataclass
+@dataclass(frozen=True)
 class Twice(Selector):
-    def select(self, ctx, rng):
-        return np.array([ctx.candidates[0], ctx.candidates[0]])
+    def select(self, state, ctx, rng):
+        return np.array([ctx.candidates[0], ctx.candidates[0]]), state
 
 
-@dataclass
+@dataclass(frozen=True)
 class TooMany(Selector):
-    def select(self, ctx, rng):
-        return ctx.candidates[: ctx.n_select + 1]
+    def select(self, state, ctx, rng):
+        return ctx.candidates[: ctx.n_select + 1], state
 
 
-@dataclass
+@dataclass(frozen=True)
 class Nobody(Selector):
-    def select(self, ctx, rng):
-        return np.zeros(0, dtype=np.int64)
+    def select(self, state, ctx, rng):
+        return np.zeros(0, dtype=np.int64), state
 
 '''
 
