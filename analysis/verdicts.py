@@ -114,15 +114,15 @@ def agreement_table(here: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
     and metric's in `other` (an interval_table of the other set, its groups labelled as here's)."""
     there = other.set_index(["group", "metric"])
     rows = []
-    for r in headline(here).itertuples():
+    for _, r in headline(here).iterrows():
         if r.verdict in (None, BASELINE, NO_BASELINE):
             continue
-        effect = _effect(r)
+        effect = _effect(r.metric, r)
         row = {"group": r.group, "metric": r.metric, "effect": effect, "verdict": r.verdict,
                "other_effect": math.nan, "other_verdict": "missing", "same_sign": None, "holds": "missing"}
         if (r.group, r.metric) in there.index:
             o = there.loc[(r.group, r.metric)]
-            other_effect = _effect(o)
+            other_effect = _effect(r.metric, o)
             null = 1.0 if r.metric.startswith(SPEEDUP) else 0.0
             row |= {"other_effect": other_effect, "other_verdict": o["verdict"],
                     "same_sign": "yes" if np.sign(effect - null) == np.sign(other_effect - null) else "no",
@@ -143,10 +143,9 @@ def format_agreement(agreement: pd.DataFrame) -> str:
     return f"{AGREEMENT_NOTE}; {held}\n{cells.to_string(index=False)}"
 
 
-def _effect(row) -> float:
+def _effect(metric: str, row) -> float:
     """A verdict's number: the speedup itself, else the difference from the baseline."""
-    get = row.get if isinstance(row, pd.Series) else lambda name: getattr(row, name)
-    return get("mean") if get("metric").startswith(SPEEDUP) else get("vs_baseline")
+    return row["mean"] if metric.startswith(SPEEDUP) else row["vs_baseline"]
 
 
 def _mean_cell(row) -> str:
