@@ -34,7 +34,7 @@ class UnknownBaseline(ValueError):
 
 
 class MissingBaseline(ValueError):
-    """--against without --baseline: the verdicts it checks are against a baseline."""
+    """--against without --baseline (the verdicts it checks are against one), or with none of the runs here."""
 
 
 def config(run: Run) -> dict[str, str]:
@@ -132,6 +132,9 @@ def compare_all(runs: list[Run], targets: list[float], baseline: str | None = No
     if against is None:
         return Comparison(table, intervals)
     other_groups = _as_labelled(groups, against)
+    if not other_groups:
+        raise MissingBaseline("--against: none of its runs has the configuration of a group here (executor "
+                              "settings aside): give the same runs made in another summation order")
     other, _ = _per_run(other_groups, fields, targets, metric)
     return Comparison(table, intervals, agreement_table(intervals, interval_table(other, metrics, baselines)))
 

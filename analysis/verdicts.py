@@ -13,7 +13,7 @@ interval_table, one row per group and metric (intervals.csv):
 agreement_table, one row per group and HEADLINE metric that has a verdict (sensitivity.csv): both sets' effect
   (the difference, or the speedup) and verdict, whether the effect has the same sign in both, and holds: "yes"
   where the verdicts are the same, "no" where not, "n=1" where either set has no interval, "missing" where the
-  other set has no such group.
+  other set has no such group or none of its baseline.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def interval_table(per_run: pd.DataFrame, metrics: list[str], against: dict[str,
     rows = []
     for label, seeds in values.items():
         base = (against or {}).get(label)
-        base = None if base is None or (isinstance(base, float) and math.isnan(base)) else base
+        # NaN: no group to set it against; absent here: a second set (--against) lacks the baseline's runs
+        base = None if base is None or (isinstance(base, float) and math.isnan(base)) or base not in values else base
         for metric in metrics:
             rows.append(_row(label, metric, seeds[metric], base, values[base][metric] if base else None, against))
         for metric in [m for m in metrics if m.startswith(REACHED_ON)] if against is not None else []:
@@ -126,7 +127,8 @@ def agreement_table(here: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
             null = 1.0 if r.metric.startswith(SPEEDUP) else 0.0
             row |= {"other_effect": other_effect, "other_verdict": o["verdict"],
                     "same_sign": "yes" if np.sign(effect - null) == np.sign(other_effect - null) else "no",
-                    "holds": (NO_INTERVAL if NO_INTERVAL in (r.verdict, o["verdict"])
+                    "holds": ("missing" if o["verdict"] == NO_BASELINE   # the other set lacks the baseline
+                              else NO_INTERVAL if NO_INTERVAL in (r.verdict, o["verdict"])
                               else "yes" if r.verdict == o["verdict"] else "no")}
         rows.append(row)
     return pd.DataFrame(rows, columns=["group", "metric", "effect", "verdict", "other_effect", "other_verdict",

@@ -132,6 +132,14 @@ def test_a_group_the_other_set_lacks_is_missing(make_set):
     assert agreement["holds"].tolist() == ["missing"] * 3 and agreement["other_verdict"].tolist() == ["missing"] * 3
 
 
+def test_verdicts_whose_baseline_the_other_set_lacks_are_missing_and_unrelated_runs_are_refused(make_set):
+    here = runs(make_set("a", {"fedavg": FEDAVG, "fedlps": FEDLPS}))
+    agreement = compare_all(here, [0.8], "fedavg", against=runs(make_set("b", {"fedlps": FEDLPS}))).agreement
+    assert agreement["holds"].tolist() == ["missing"] * 3 and agreement["other_verdict"].tolist() == ["-"] * 3
+    with pytest.raises(ValueError, match="none of its runs has the configuration of a group here"):
+        compare_all(here, [0.8], "fedavg", against=runs(make_set("c", {"fedprox": FEDLPS})))
+
+
 def test_the_command_prints_the_intervals_and_the_sensitivity(make_set, tmp_path, capsys, unrendered):
     here = make_set("a", {"fedavg": FEDAVG, "fedlps": FEDLPS})
     other = make_set("b", {"fedavg": FEDAVG, "fedlps": {"time": [10, 11, 12], "final": [0.87, 0.80, 0.575]}}, 2)
