@@ -5,6 +5,7 @@ the speedup against a baseline under the same conditions."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,9 @@ import pandas as pd
 
 from analysis.compare_plots import write_compare_plots
 from analysis.discovery import runs_of
-from analysis.report import DEFAULT_METRIC, REACHED_ON, default_targets, seed_table, tta_table
+from analysis.report import DEFAULT_METRIC, LABEL_COLUMNS, REACHED_ON, default_targets, seed_table, tta_table
 from analysis.runs import Run
+from analysis.verdicts import SPEEDUP, agreement_table, interval_table
 
 NOT_CONDITIONS = ("seed", "name", "description")  # they label a run, they do not make it another experiment
 # How a run was carried out, not what ran: executors give the same tables (README, Executors)
@@ -22,7 +24,6 @@ ALGORITHM = "algorithm.name"
 ALGORITHM_SECTION = "algorithm."
 MAX_LABEL_FIELDS = 3  # beyond this many differing fields, groups are labelled by scenario name
 MAX_LABEL_CHARS = 60  # ... and where a label would be longer (a list such as fleet.groups differs): file names
-SPEEDUP = "speedup@"
 
 
 DEFAULT_SELECTION = {"name": "uniform", "options": {}}   # what a resolved scenario without `selection` ran
@@ -30,6 +31,10 @@ DEFAULT_SELECTION = {"name": "uniform", "options": {}}   # what a resolved scena
 
 class UnknownBaseline(ValueError):
     """--baseline names neither a group nor an algorithm of the runs."""
+
+
+class MissingBaseline(ValueError):
+    """--against without --baseline (the verdicts it checks are against one), or with none of the runs here."""
 
 
 def config(run: Run) -> dict[str, str]:
@@ -92,20 +97,73 @@ def compare_table(runs: list[Run], targets: list[float], baseline: str | None = 
     that reached t, with reached@t). With a baseline (a group label, or an algorithm name: then each group is
     set against that algorithm's group with the same other fields, or against its only group),
     speedup@t = the baseline's mean time_s@t / the group's."""
+    return compare_all(runs, targets, baseline, metric).table
+
+
+@dataclass
+class Comparison:
+    """compare's tables: `table` (compare.csv, compare_table), `intervals` (intervals.csv, analysis.verdicts
+    .interval_table) and, against a second set of the runs, `agreement` (sensitivity.csv, agreement_table)."""
+
+    table: pd.DataFrame
+    intervals: pd.DataFrame
+    agreement: pd.DataFrame | None = None
+
+
+def compare_all(runs: list[Run], targets: list[float], baseline: str | None = None, metric: str = DEFAULT_METRIC,
+                against: list[Run] | None = None) -> Comparison:
+    """compare_table, the intervals of its groups and, with `against` (the same runs in another summation order),
+    whether each verdict holds there: against's runs are grouped by the same configurations (executor settings
+    aside) and set against the same baselines; a group it lacks is "missing"."""
+    if against is not None and baseline is None:
+        raise MissingBaseline("--against checks verdicts against a baseline: give --baseline too")
     groups, fields = group_runs(runs)
-    per_run = tta_table([run for members in groups.values() for run in members], targets, metric)
-    per_run.insert(0, "group", [label for label, members in groups.items() for _ in members])
+    per_run, metrics = _per_run(groups, fields, targets, metric)
     key = ["group", *fields.columns.drop("algorithm", errors="ignore")]
-    for column in key[1:]:
-        per_run[column] = per_run["group"].map(fields[column])
     table = seed_table(per_run, key=key)
     table.insert(1, "algorithm", [groups[label][0].algorithm for label in table["group"]])
+    baselines = None
     if baseline is not None:
-        against = _baselines(table, fields, baseline)
+        baselines = dict(zip(table["group"], _baselines(table, fields, baseline)))
         for column in [c for c in table.columns if c.startswith(REACHED_ON) and not c.endswith("_std")]:
-            base = table.set_index("group")[column].reindex(against).to_numpy()
+            base = table.set_index("group")[column].reindex(list(baselines.values())).to_numpy()
             table[SPEEDUP + column.removeprefix(REACHED_ON)] = base / table[column].to_numpy()
-    return table
+    intervals = interval_table(per_run, metrics, baselines)
+    if against is None:
+        return Comparison(table, intervals)
+    other_groups = _as_labelled(groups, against)
+    if not other_groups:
+        raise MissingBaseline("--against: none of its runs has the configuration of a group here (executor "
+                              "settings aside): give the same runs made in another summation order")
+    other, _ = _per_run(other_groups, fields, targets, metric)
+    return Comparison(table, intervals, agreement_table(intervals, interval_table(other, metrics, baselines)))
+
+
+def _per_run(groups: dict[str, list[Run]], fields: pd.DataFrame, targets: list[float],
+             metric: str) -> tuple[pd.DataFrame, list[str]]:
+    """tta_table of the groups' runs with their `group` and the fields that tell groups apart; and the names of
+    tta_table's measured columns."""
+    per_run = tta_table([run for members in groups.values() for run in members], targets, metric)
+    metrics = [c for c in per_run.columns if c not in LABEL_COLUMNS]
+    per_run.insert(0, "group", [label for label, members in groups.items() for _ in members])
+    for column in fields.columns.drop("algorithm", errors="ignore"):
+        per_run[column] = per_run["group"].map(fields[column])
+    return per_run, metrics
+
+
+def _as_labelled(groups: dict[str, list[Run]], runs: list[Run]) -> dict[str, list[Run]]:
+    """runs grouped as `groups` were, under those groups' labels: by configuration, executor settings aside
+    (config); runs of a configuration that `groups` lacks are left out, and a label none of them has is too."""
+    label_of = {_key(members[0]): label for label, members in groups.items()}
+    other: dict[str, list[Run]] = {}
+    for run in runs:
+        if _key(run) in label_of:
+            other.setdefault(label_of[_key(run)], []).append(run)
+    return other
+
+
+def _key(run: Run) -> str:
+    return json.dumps(config(run), sort_keys=True)
 
 
 def _baselines(table: pd.DataFrame, fields: pd.DataFrame, baseline: str) -> list:
@@ -126,18 +184,32 @@ def _baselines(table: pd.DataFrame, fields: pd.DataFrame, baseline: str) -> list
 def write_compare(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,
                   metric: str = DEFAULT_METRIC, timelines: bool = True,
                   curves: bool = True) -> tuple[pd.DataFrame, list[Path]]:
-    """compare_table of the runs (folders, folders that hold runs, or Runs already read) into out_dir/compare.csv,
-    and the comparison plots (see analysis.compare_plots; timelines: a Gantt of each group's first run too;
-    curves: the groups' accuracy curves); returns the table and the paths written."""
+    """write_comparison, returning compare_table's table and the paths written."""
+    comparison, written = write_comparison(run_dirs, out_dir, targets, baseline, metric, timelines, curves)
+    return comparison.table, written
+
+
+def write_comparison(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,
+                     metric: str = DEFAULT_METRIC, timelines: bool = True, curves: bool = True,
+                     against: list | None = None) -> tuple[Comparison, list[Path]]:
+    """compare_all of the runs (folders, folders that hold runs, or Runs already read; `against` likewise) into
+    out_dir: compare.csv, intervals.csv, with `against` sensitivity.csv, and the comparison plots (see
+    analysis.compare_plots; timelines: a Gantt of each group's first run too; curves: the groups' accuracy
+    curves); returns the tables and the paths written."""
     runs = runs_of(run_dirs)
     targets = default_targets(runs) if targets is None else targets
-    table = compare_table(runs, targets, baseline, metric)  # before anything is written: bad baseline, metric
+    # before anything is written: a bad baseline or metric
+    comparison = compare_all(runs, targets, baseline, metric, None if against is None else runs_of(against))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out_dir / "compare.csv", index=False)
+    tables = {"compare.csv": comparison.table, "intervals.csv": comparison.intervals,
+              "sensitivity.csv": comparison.agreement}
+    for name, table in tables.items():
+        if table is not None:
+            table.to_csv(out_dir / name, index=False)
     groups, _ = group_runs(runs)
-    plots = write_compare_plots(groups, table, targets, out_dir, metric, timelines, curves)
-    return table, [out_dir / "compare.csv", *plots]
+    plots = write_compare_plots(groups, comparison.table, targets, out_dir, metric, timelines, curves)
+    return comparison, [out_dir / name for name, table in tables.items() if table is not None] + plots
 
 
 def _column(field: str) -> str:

@@ -19,10 +19,11 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
-from analysis.compare import group_runs, write_compare
+from analysis.compare import group_runs, write_comparison
 from analysis.discovery import find_runs
 from analysis.report import (DEFAULT_METRIC, METRIC_NOTES, default_targets, resource_note, seed_table_cells,
                              table_cells, tta_table, write_report)
+from analysis.verdicts import INTERVALS_NOTE, headline, interval_cells
 
 HTML_PAGE, MARKDOWN_PAGE = "report.html", "report.md"
 COMPARE_NOTE = ("groups: runs that differ only in seed; mean±std over a group's seeds (sample std); "
@@ -108,21 +109,26 @@ SECTIONS = {  # figure file names by their first word, in page order
 
 def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, baseline: str | None = None,
                 metric: str = DEFAULT_METRIC) -> tuple[str, list[Path]]:
-    """write_report and write_compare into out_dir, then report.html and report.md of their tables and figures,
+    """write_report and write_comparison into out_dir, then report.html and report.md of their tables (compare's
+    groups, their 95% intervals and verdicts, the runs) and figures,
     each figure once: write_report draws the Gantt timelines per run and the curves averaged over compare's
     groups (only where a group has several runs: else they are the runs' own curves), so compare draws neither.
     A folder that holds runs stands for all of them (analysis.discovery). Returns write_report's text, after a
     line for each run folder skipped, and every path written."""
     found = find_runs(run_dirs)
     folders, runs = found.folders, found.runs()
-    compared, compare_files = write_compare(runs, out_dir, targets, baseline, metric, timelines=False,
-                                            curves=False)
+    comparison, compare_files = write_comparison(runs, out_dir, targets, baseline, metric, timelines=False,
+                                                 curves=False)
+    compared = comparison.table
     text, report_files = write_report(runs, out_dir, targets, metric, groups=lambda runs: group_runs(runs)[0])
     per_run = tta_table(runs, default_targets(runs) if targets is None else targets, metric)
     written = report_files + compare_files
     notes = [METRIC_NOTES.get(metric, ""), resource_note(per_run)]
+    intervals = headline(comparison.intervals).reset_index(drop=True)
     tables = {"Groups (mean ± std over seeds)": (seed_table_cells(compared), compared,
                                                  " ".join(filter(None, [*notes, COMPARE_NOTE]))),
+              "Groups: 95% intervals and verdicts": (interval_cells(intervals), _interval_sort_values(intervals),
+                                                     INTERVALS_NOTE),
               "Runs": (table_cells(per_run), per_run, " ".join(filter(None, notes)))}
     figures = list(dict.fromkeys(p for p in written if p.suffix == ".png"))
     title = (f"Report: {len(folders)} run{'' if len(folders) == 1 else 's'} of "
@@ -186,6 +192,13 @@ def _html_figure(path: Path) -> str:
     return (f'<figure{wide}><img alt="{html.escape(path.stem)}" width="{width}" height="{height}" '
             f'src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}">'
             f"<figcaption>{html.escape(path.name)}</figcaption></figure>")
+
+
+def _interval_sort_values(intervals: pd.DataFrame) -> pd.DataFrame:
+    """What interval_cells' columns sort on: the numbers behind the text (the mean, the difference)."""
+    return pd.DataFrame({"group": intervals["group"], "metric": intervals["metric"], "n": intervals["seeds"],
+                         "mean [95% CI]": intervals["mean"], "vs baseline [95% CI]": intervals["vs_baseline"],
+                         "verdict": intervals["verdict"]})
 
 
 def _sort_key(value) -> str:

@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import EngFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
+from analysis.intervals import t_quantile  # noqa: E402
 from analysis.metrics import (BACKHAUL_PHASES, IDLE_PHASE, UTILISATION_PARTS, device_phases,  # noqa: E402
                               device_utilisation, natural_order, numeric, round_breakdown, task_ids)
 from analysis.runs import Run, device_classes, run_labels, scenario_groups  # noqa: E402
@@ -131,30 +132,32 @@ def plot_accuracy_mean(runs: list[Run], x: str, path, metric: str = "accuracy",
         if curve.empty:  # a scenario without this metric (no local test split) has no line
             continue
         seeds = f"mean of {len(group)} seeds" if len(group) > 1 else "1 seed"
-        plot_mean_with_band(ax, curve["x"], curve, f"{label} ({seeds})")
-    title = f"{title_word} vs {what}, mean over seeds (band: lowest to highest seed)"
+        plot_mean_with_band(ax, curve["x"], curve, f"{label} ({seeds})", band=("ci95_low", "ci95_high"))
+    title = f"{title_word} vs {what}, mean over seeds (band: 95% interval of the mean)"
     _finish_accuracy_plot(ax, runs, x, metric, title)
     return _save(fig, path)
 
 
-def plot_mean_with_band(ax, x, values: pd.DataFrame, label: str):
-    """A line through values["mean"] against x, and a band of its colour from values["min"] to values["max"]
-    (the spread over seeds, or over devices); returns the line."""
+def plot_mean_with_band(ax, x, values: pd.DataFrame, label: str, band: tuple[str, str] = ("min", "max")):
+    """A line through values["mean"] against x, and a band of its colour between the two `band` columns (default:
+    from values["min"] to values["max"], the spread over seeds or over devices); no band where they are NaN (one
+    seed has no interval); returns the line."""
     (line,) = ax.plot(x, values["mean"], marker="o", markersize=3, label=label)
-    ax.fill_between(x, values["min"], values["max"], color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.fill_between(x, values[band[0]], values[band[1]], color=line.get_color(), alpha=0.2, linewidth=0)
     return line
 
 
 def mean_curve(runs: list[Run], x: str, metric: str = "accuracy") -> pd.DataFrame:
     """The seeds of one scenario as one curve: for each round that every seed evaluated (the index), the
-    mean over seeds of the x axis value at that round's end, and the mean, min and max of `metric`.
+    mean over seeds of the x axis value at that round's end, and the mean, min and max of `metric`, and the
+    Student's t 95% interval of that mean, ci95_low and ci95_high (analysis.intervals; NaN for one seed).
     Rounds only some seeds have (others stopped at their target) are left out: a mean over the seeds
     still running would jump where one stops. Runs evaluated on simulated time (eval.every_s), whose
     evaluated rounds differ from seed to seed, are matched by evaluation instead: the k-th of each seed."""
     _, _, column, x_of, _ = accuracy_axis(x)
     runs = [run for run in runs if column in run.rounds]
     if not runs:  # no seed has this axis (energy not modelled): no curve
-        return pd.DataFrame(columns=["x", "mean", "min", "max"])
+        return pd.DataFrame(columns=["x", "mean", "min", "max", "ci95_low", "ci95_high"])
     by_time = any((run.scenario.get("eval") or {}).get("every_s") for run in runs)
     key = "evaluation" if by_time else "round"
     points = []
@@ -166,8 +169,11 @@ def mean_curve(runs: list[Run], x: str, metric: str = "accuracy") -> pd.DataFram
                                     "y": values[evaluated].to_numpy()}))
     points = pd.concat(points, ignore_index=True)
     in_every_seed = points.groupby(key)["y"].transform("size") == len(runs)
-    return points[in_every_seed].groupby(key).agg(
-        x=("x", "mean"), mean=("y", "mean"), min=("y", "min"), max=("y", "max"))
+    curve = points[in_every_seed].groupby(key).agg(
+        x=("x", "mean"), mean=("y", "mean"), min=("y", "min"), max=("y", "max"), std=("y", "std"))
+    # every point has all len(runs) seeds, so one t quantile serves them all
+    half = t_quantile(len(runs) - 1) * curve.pop("std") / np.sqrt(len(runs)) if len(runs) > 1 else np.nan
+    return curve.assign(ci95_low=curve["mean"] - half, ci95_high=curve["mean"] + half)
 
 
 def accuracy_axis(x: str) -> AccuracyAxis:

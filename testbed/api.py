@@ -248,23 +248,33 @@ def report(runs: RunFolders, *, out: str | Path | None = None, targets: float | 
 
 
 def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float | Iterable[float] | None = None,
-            baseline: str | None = None, metric: str = "accuracy") -> Report:
+            baseline: str | None = None, metric: str = "accuracy", against: RunFolders | None = None) -> Report:
     """`testbed compare`: the runs grouped by everything but the seed, with the mean±std over seeds of the time,
-    uplink and FLOPs to each target and speedups against `baseline`, into out/compare.csv (tables["compare"])
-    and the comparison plots; out defaults to compare/ beside the runs (in the folder that holds them all, e.g.
-    runs/quickstart/compare for runs/quickstart/0 and 1), not the current directory. Parameters as report's, and
-    as report's text, compare's starts with a line for each run it skipped."""
-    from analysis.compare import write_compare
+    uplink and FLOPs to each target and speedups against `baseline`, into out/compare.csv (tables["compare"]),
+    each metric's mean with its 95% interval and, against the baseline, the difference's interval and verdict
+    (intervals.csv, analysis/verdicts.py), and the comparison plots; out defaults to compare/ beside the runs (in
+    the folder that holds them all, e.g. runs/quickstart/compare for runs/quickstart/0 and 1), not the current
+    directory. `against`: the same runs made in another float summation order (e.g. --set executor.threads=2):
+    whether each verdict holds there too (sensitivity.csv; needs a baseline). Parameters as report's, and as
+    report's text, compare's starts with a line for each run it skipped."""
+    from analysis.compare import write_comparison
     from analysis.discovery import find_runs
     from analysis.report import format_seed_table
+    from analysis.verdicts import format_agreement, format_intervals
 
     folders, targets = _folders(runs), _targets(targets)
     with _analysis_errors():
         found = find_runs(folders)
+        other = None if against is None else find_runs(_folders(against))
         if out is None:
             out = Path(commonpath([Path(f).resolve().parent for f in found.folders])) / "compare"
-        table, written = write_compare(found.runs(), out, targets, baseline, metric)
-    return _report("\n".join([*found.skipped, format_seed_table(table)]), written)
+        comparison, written = write_comparison(found.runs(), out, targets, baseline, metric,
+                                               against=None if other is None else other.runs())
+    skipped = [*found.skipped, *(f"--against: {line}" for line in (other.skipped if other else []))]
+    text = [*skipped, format_seed_table(comparison.table), "", format_intervals(comparison.intervals)]
+    if comparison.agreement is not None:
+        text += ["", format_agreement(comparison.agreement)]
+    return _report("\n".join(text), written)
 
 
 def _validated(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[Scenario, str]:
@@ -348,7 +358,7 @@ def _report(text: str, written: list[Path]) -> Report:
 @contextmanager
 def _analysis_errors():
     """What the analysis raises about the folders it reads, as one-line errors."""
-    from analysis.compare import UnknownBaseline
+    from analysis.compare import MissingBaseline, UnknownBaseline
     from analysis.report import MissingMetric
     from analysis.runs import DamagedRun
 
@@ -356,7 +366,7 @@ def _analysis_errors():
         yield
     except FileNotFoundError as err:
         raise TestbedError(str(err).strip("'\"")) from None
-    except (DamagedRun, UnknownBaseline) as err:
+    except (DamagedRun, UnknownBaseline, MissingBaseline) as err:
         raise TestbedError(str(err)) from None
     except MissingMetric as err:
         raise TestbedError(f"{err} (or report on --metric accuracy)") from None

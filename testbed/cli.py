@@ -94,7 +94,8 @@ def _report(args) -> None:
 def _compare(args) -> None:
     from testbed import api
 
-    report = api.compare(args.runs, out=args.out, targets=args.target, baseline=args.baseline, metric=args.metric)
+    report = api.compare(args.runs, out=args.out, targets=args.target, baseline=args.baseline, metric=args.metric,
+                         against=args.against)
     print(report.text + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in report.files))
 
 
@@ -190,8 +191,9 @@ def parser() -> argparse.ArgumentParser:
                      "default) or local_accuracy (mean over devices of each one's accuracy on its own test data, "
                      "as personalized FL papers report)")
     rep.set_defaults(handler=_report)
-    cmp = sub.add_parser("compare", help="runs grouped by everything but the seed: mean±std over seeds of time, "
-                         "uplink and FLOPs to each target, speedups, and comparison plots")
+    cmp = sub.add_parser("compare", help="runs grouped by everything but the seed: mean±std and 95% intervals over "
+                         "seeds of time, uplink and FLOPs to each target, speedups, verdicts against a baseline, and "
+                         "comparison plots")
     cmp.add_argument("runs", nargs="+", help="run folders, or folders that hold runs (a sweep's "
                      "OUT/<scenario>, any folder of run folders): every run under them; a line names each one "
                      "skipped and why")
@@ -202,6 +204,9 @@ def parser() -> argparse.ArgumentParser:
     cmp.add_argument("--target", type=float, action="append", help="target accuracy (repeatable)")
     cmp.add_argument("--metric", choices=["accuracy", "local_accuracy"], default="accuracy",
                      help="what the targets are on (see report)")
+    cmp.add_argument("--against", action="append", metavar="RUN_DIR", help="the same runs made in another float "
+                     "summation order (e.g. --set executor.threads=2 --out runs_threads2), a folder that holds them "
+                     "(repeatable): whether each verdict against --baseline holds there too (sensitivity.csv)")
     cmp.set_defaults(handler=_compare)
     mod = sub.add_parser("models", help="every model with its parameters and forward FLOPs per sample")
     mod.set_defaults(handler=_models)

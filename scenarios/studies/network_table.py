@@ -3,7 +3,10 @@ over seeds of the time to the target accuracy (and how many seeds reached it), t
 simulated seconds, the uplink and downlink megabytes to it, the seconds transfers waited on shared links per round
 (network_wait_s; 0 on private links) and the backhaul megabytes where there is a backhaul.
 
-    python scenarios/studies/network_table.py runs/studies/network [out.csv]
+    python scenarios/studies/network_table.py runs/studies/network [out.csv] [--intervals]
+
+out.csv has each column's 95% interval over seeds too (<column>_ci95_low, _ci95_high: Student's t, study_tables.py);
+--intervals prints them in the cells instead of ± std.
 """
 import math
 import sys
@@ -13,7 +16,7 @@ import pandas as pd
 
 from analysis.metrics import cost_to_accuracy
 from analysis.runs import load_run
-from study_tables import plus_minus
+from study_tables import in_interval, plus_minus, seed_columns
 
 
 def per_run(run) -> dict:
@@ -51,26 +54,28 @@ def table(folder: str) -> pd.DataFrame:
         row = {"setup": setup, "variant": variant, "concurrency": concurrency,
                "reached": f"{int(group['reached'].sum())}/{len(group)}"}
         for column in COLUMNS:
-            row[column] = group[column].mean()
-            row[f"{column}_std"] = group[column].std(ddof=0)
+            row |= seed_columns(group[column], column)
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["setup", "concurrency", "variant"], kind="stable")
 
 
-def markdown(out: pd.DataFrame) -> str:
+def markdown(out: pd.DataFrame, intervals: bool = False) -> str:
+    """The table in markdown: cells mean ± std over seeds, or with `intervals` mean [95% interval]."""
+    cell = in_interval if intervals else plus_minus
     lines = ["| setup | variant | in flight | reached | time to 0.9 (s) | rounds | round (s) | uplink MB | "
              "downlink MB | waited on links (s/round) | backhaul MB | final acc. |", "|" + "---|" * 12]
     for _, r in out.iterrows():
         flight = "" if math.isnan(r["concurrency"]) else f"{int(r['concurrency'])}"
-        lines.append(f"| {r['setup']} | {r['variant']} | {flight} | {r['reached']} | {plus_minus(r, 'time_s', 1)} | "
-                     f"{plus_minus(r, 'rounds', 1)} | {plus_minus(r, 'round_s', 2)} | {plus_minus(r, 'up_MB', 1)} | {plus_minus(r, 'down_MB', 1)} | "
-                     f"{plus_minus(r, 'wait_s', 2)} | {plus_minus(r, 'backhaul_MB', 1)} | {plus_minus(r, 'final_accuracy', 3)} |")
+        lines.append(f"| {r['setup']} | {r['variant']} | {flight} | {r['reached']} | {cell(r, 'time_s', 1)} | "
+                     f"{cell(r, 'rounds', 1)} | {cell(r, 'round_s', 2)} | {cell(r, 'up_MB', 1)} | {cell(r, 'down_MB', 1)} | "
+                     f"{cell(r, 'wait_s', 2)} | {cell(r, 'backhaul_MB', 1)} | {cell(r, 'final_accuracy', 3)} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    result = table(sys.argv[1])
-    if len(sys.argv) > 2:
-        Path(sys.argv[2]).parent.mkdir(parents=True, exist_ok=True)
-        result.to_csv(sys.argv[2], index=False)
-    print(markdown(result))
+    args = [a for a in sys.argv[1:] if a != "--intervals"]
+    result = table(args[0])
+    if len(args) > 1:
+        Path(args[1]).parent.mkdir(parents=True, exist_ok=True)
+        result.to_csv(args[1], index=False)
+    print(markdown(result, intervals="--intervals" in sys.argv))

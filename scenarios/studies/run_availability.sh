@@ -2,6 +2,7 @@
 # Study 2: FedAvg and FedAdam-SSM, each always-on / Markov on/off / FedScale-format trace, seeds 0 1 2, into
 # runs/studies/availability/<scenario>-<availability>/<seed>/; then the comparison (docs/availability.md).
 # executor.threads=2: two torch threads, the default when these tables were made (one since issue 27): a CNN rounds differently on another count.
+# THREADS=N overrides it: the same runs in another summation order, for testbed compare --against (README).
 set -e
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-runs/studies/availability}
@@ -15,7 +16,8 @@ for alg in fedavg fedadam_ssm; do
     for seed in 0 1 2; do
       testbed run scenarios/studies/availability_$alg.yaml --seed $seed --out "$OUT" --quiet \
         --set name=availability_$alg-$avail --set executor.threads=2 \
-        --set "fleet.groups.0.availability=$spec" --set "fleet.groups.1.availability=$spec" > /dev/null
+        --set "fleet.groups.0.availability=$spec" --set "fleet.groups.1.availability=$spec" \
+        ${THREADS:+--set executor.threads=$THREADS} > /dev/null
     done
   done
 done

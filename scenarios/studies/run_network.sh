@@ -13,7 +13,8 @@ OUT=${OUT:-runs/studies/network}
 JOBS=${JOBS:-2}
 SEEDS=${SEEDS:-[0,1,2]}
 CONCURRENCY=${CONCURRENCY:-[10,20,50,100]}
-sweep() { testbed sweep "$@" --out "$OUT" --jobs "$JOBS" --quiet > /dev/null; }
+# THREADS=N: every run on N torch threads: the same runs in another float summation order (testbed compare --against)
+sweep() { testbed sweep "$@" ${THREADS:+--set executor.threads=$THREADS} --out "$OUT" --jobs "$JOBS" --quiet > /dev/null; }
 CELLS=scenarios/studies/network_cells.yaml
 FEDBUFF=scenarios/studies/network_fedbuff.yaml
 for step in ${STEPS:-burst fedbuff hierfavg}; do

@@ -19,7 +19,9 @@ SHAKESPEARE_SEEDS=${SHAKESPEARE_SEEDS:-$SEEDS}
 SHAKESPEARE_SELECTORS=${SHAKESPEARE_SELECTORS:-$SYNC}
 NO_FEDCS=${NO_FEDCS:-[uniform,oort,tifl,power_of_choice,availability]}
 ASYNC=${ASYNC:-[uniform,oort,availability]}
-sweep() { testbed sweep "$@" --out "$OUT" --jobs "$JOBS" --quiet > /dev/null; }
+# THREADS=N: every run on N torch threads (after the study's own --set, Shakespeare's too): the same runs in another
+# float summation order, for `testbed compare OUT/<setup> --baseline selection=uniform --against OUT2/<setup>`
+sweep() { testbed sweep "$@" ${THREADS:+--set executor.threads=$THREADS} --out "$OUT" --jobs "$JOBS" --quiet > /dev/null; }
 
 # in order of what the study needs most, so a partial run (interrupted, or STEPS shortened) has the most
 HAR=scenarios/studies/selection_har.yaml

@@ -3,7 +3,12 @@ the target accuracy (and how many seeds reached it), its speed-up over uniform s
 times), the final accuracy, the uplink megabytes and joules spent to the target, and fairness: devices never
 trained, the Gini coefficient of participation, the worst 10% of devices' local accuracy (analysis/fairness.py).
 
-    python scenarios/studies/selection_table.py runs/studies/selection [out.csv]
+    python scenarios/studies/selection_table.py runs/studies/selection [out.csv] [--intervals]
+
+out.csv has each column's 95% interval over seeds too (<column>_ci95_low, _ci95_high: Student's t), the speed-up's
+(speedup_ci95_low, _high: a percentile bootstrap over seeds) and, against uniform in the same setup, the verdicts
+speedup_verdict and final_accuracy_verdict (analysis/intervals.py); --intervals prints them in the cells instead of
+± std.
 """
 import math
 import sys
@@ -14,7 +19,8 @@ import pandas as pd
 from analysis.fairness import fairness
 from analysis.metrics import cost_to_accuracy
 from analysis.runs import load_run
-from study_tables import plus_minus
+from analysis.intervals import difference_interval, ratio_interval, verdict
+from study_tables import in_interval, plus_minus, seed_columns
 
 # Where the study's target is not the scenario's own: Shakespeare's 20 rounds end early in its training (a model
 # predicting the commonest characters scores 0.18-0.20), and few runs reach its scenario's 0.25 by then
@@ -44,28 +50,51 @@ def table(folder: str) -> pd.DataFrame:
                "reached": f"{int(group['reached'].sum())}/{len(group)}"}
         for column in ("time_s", "final_accuracy", "uplink_MB", "energy_J", "never_trained", "gini",
                        "local_accuracy_p10"):
-            row[column] = group[column].mean()
-            row[f"{column}_std"] = group[column].std(ddof=0)
-        rows.append(row)
+            row |= seed_columns(group[column], column)
+        rows.append(row | against_uniform(group, runs[(runs["setup"] == setup) & (runs["selector"] == "uniform")]))
     out = pd.DataFrame(rows)
     uniform = out[out["selector"] == "uniform"].set_index("setup")["time_s"]
     out["speedup"] = out["setup"].map(uniform) / out["time_s"]
     return out
 
 
-def markdown(out: pd.DataFrame) -> str:
+def against_uniform(group: pd.DataFrame, uniform: pd.DataFrame) -> dict:
+    """The selector's seeds against uniform's in the same setup (analysis/intervals.py): the speed-up's percentile
+    bootstrap, and the verdicts ("higher", "lower", "within noise", "n=1") of the speed-up (against 1) and of the
+    final accuracy's difference (Welch's interval, against 0); uniform's own row: "baseline"."""
+    if uniform.empty or group["selector"].iloc[0] == "uniform":
+        verdicts = "n/a" if uniform.empty else "baseline"
+        return {"speedup_ci95_low": math.nan, "speedup_ci95_high": math.nan, "speedup_verdict": verdicts,
+                "final_accuracy_verdict": verdicts}
+    _, low, high = ratio_interval(uniform["time_s"], group["time_s"])
+    _, d_low, d_high = difference_interval(group["final_accuracy"], uniform["final_accuracy"])
+    return {"speedup_ci95_low": low, "speedup_ci95_high": high, "speedup_verdict": verdict(low, high, null=1.0),
+            "final_accuracy_verdict": verdict(d_low, d_high)}
+
+
+def markdown(out: pd.DataFrame, intervals: bool = False) -> str:
+    """The table in markdown: cells mean ± std over seeds, or with `intervals` mean [95% interval], the speed-up's
+    bootstrap interval, and against uniform the verdicts of the speed-up and of the final accuracy."""
+    cell = in_interval if intervals else plus_minus
     lines = ["| setup | selector | reached | time to target (s) | speed-up | final acc. | uplink MB | energy J "
              "| never trained | Gini | worst 10% local acc. |", "|" + "---|" * 11]
     for _, r in out.iterrows():
         speedup = "n/a" if math.isnan(r["speedup"]) else f"{r['speedup']:.2f}x"
-        lines.append(f"| {r['setup']} | {r['selector']} | {r['reached']} | {plus_minus(r, 'time_s', 2)} | {speedup} | "
-                     f"{plus_minus(r, 'final_accuracy', 3)} | {plus_minus(r, 'uplink_MB', 1)} | {plus_minus(r, 'energy_J', 0)} | "
-                     f"{plus_minus(r, 'never_trained', 1)} | {plus_minus(r, 'gini', 2)} | {plus_minus(r, 'local_accuracy_p10', 3)} |")
+        final = cell(r, 'final_accuracy', 3)
+        if intervals:
+            if not math.isnan(r["speedup_ci95_low"]):
+                speedup += f" [{r['speedup_ci95_low']:.2f}, {r['speedup_ci95_high']:.2f}]"
+            speedup += f" ({r['speedup_verdict']})"
+            final += f" ({r['final_accuracy_verdict']})"
+        lines.append(f"| {r['setup']} | {r['selector']} | {r['reached']} | {cell(r, 'time_s', 2)} | {speedup} | "
+                     f"{final} | {cell(r, 'uplink_MB', 1)} | {cell(r, 'energy_J', 0)} | "
+                     f"{cell(r, 'never_trained', 1)} | {cell(r, 'gini', 2)} | {cell(r, 'local_accuracy_p10', 3)} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    result = table(sys.argv[1])
-    if len(sys.argv) > 2:
-        result.to_csv(sys.argv[2], index=False)
-    print(markdown(result))
+    args = [a for a in sys.argv[1:] if a != "--intervals"]
+    result = table(args[0])
+    if len(args) > 1:
+        result.to_csv(args[1], index=False)
+    print(markdown(result, intervals="--intervals" in sys.argv))

@@ -1,7 +1,9 @@
 import io
 
+import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from analysis.plots import mean_curve, plot_accuracy, plot_accuracy_mean, plot_breakdown, plot_gantt
 from analysis.runs import load_run
@@ -62,6 +64,7 @@ def three_seeds(tmp_path, run_dir, make_run, rounds_csv):
 def test_mean_curve_averages_the_rounds_every_seed_evaluated(three_seeds):
     curve = mean_curve(three_seeds, "time")
     assert list(curve.index) == [2, 4]  # round 5: only two seeds got there
+    curve = curve[["x", "mean", "min", "max"]]
     assert curve.loc[2].to_dict() == pytest.approx({"x": 25.0, "mean": (0.42 + 0.42 + 0.3) / 3, "min": 0.3,
                                                     "max": 0.42})
     assert curve.loc[4].to_dict() == pytest.approx({"x": (52.5 + 52.5 + 55.5) / 3, "mean": (0.81 + 0.6 + 0.9) / 3,
@@ -69,6 +72,19 @@ def test_mean_curve_averages_the_rounds_every_seed_evaluated(three_seeds):
     # Cumulative cost at each round's end, as plot_accuracy's axes.
     assert list(mean_curve(three_seeds, "bytes_up")["x"]) == pytest.approx([0.005, 0.011])
     assert list(mean_curve(three_seeds, "flops")["x"]) == pytest.approx([1200, 3000])
+
+
+def test_mean_curve_has_the_t_interval_of_its_mean_and_none_for_one_seed(three_seeds):
+    """Round 2: 0.42, 0.42, 0.3: mean 0.38, sample std sqrt(0.0048) (deviations 0.04, 0.04, -0.08), so
+    0.38 ± t(0.975, 2) * sqrt(0.0048 / 3) = 0.38 ± 4.3027 * 0.04 = 0.38 ± 0.1721."""
+    curve = mean_curve(three_seeds, "time")
+    assert curve.loc[2, "ci95_low"] == pytest.approx(0.38 - 4.302653 * 0.04, abs=1e-6)
+    assert curve.loc[2, "ci95_high"] == pytest.approx(0.38 + 4.302653 * 0.04, abs=1e-6)
+    values = [0.81, 0.6, 0.9]   # round 4, against scipy's own t interval
+    low, high = stats.t.interval(0.95, 2, loc=np.mean(values), scale=stats.sem(values))
+    assert (curve.loc[4, "ci95_low"], curve.loc[4, "ci95_high"]) == pytest.approx((low, high))
+    one = mean_curve(three_seeds[:1], "time")
+    assert one["ci95_low"].isna().all() and one["ci95_high"].isna().all()  # one seed: no band, never a made-up one
 
 
 def test_mean_curve_of_local_accuracy_and_of_a_run_without_it(three_seeds, tmp_path, make_run, rounds_csv):

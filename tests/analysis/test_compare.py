@@ -102,7 +102,7 @@ def test_write_compare_writes_the_table_and_every_plot(study, tmp_path):
     out = tmp_path / "compare"
     table, written = write_compare(study, out, [0.8], baseline="fedavg")
     assert {path.name for path in written} == {
-        "compare.csv", "accuracy_by_group_vs_time.png", "tta_vs_heterogeneity_0.8.png", "breakdown_by_group.png",
+        "compare.csv", "intervals.csv", "accuracy_by_group_vs_time.png", "tta_vs_heterogeneity_0.8.png", "breakdown_by_group.png",
         *(f"{kind}_{name}.png" for kind in ("participation", "gantt")
           for name in ("fedavg_heterogeneity-low", "fedlps_heterogeneity-low", "fedavg_heterogeneity-high",
                        "fedlps_heterogeneity-high"))}

@@ -90,10 +90,14 @@ def report(make_study, tmp_path_factory):
 
 
 @needs_chromium
-def test_the_page_shows_both_tables_and_every_figure_embedded(report):
+def test_the_page_shows_the_tables_and_every_figure_embedded(report):
     page = rendered(report / "report.html")
-    groups, runs = page.tables
+    groups, intervals, runs = page.tables
     assert column(groups, "group") == GROUPS
+    # 52.5 and 60 s: 56.25 ± t(0.975, 1) * 5.303 / sqrt(2) = 56.25 ± 12.706 * 3.75; the other groups have one seed
+    time = [row for row in intervals[1:] if row[1] == "time_s@0.8"]
+    assert [row[3] for row in time] == ["56.2 [8.6, 103.9]", "25.0 (n=1)", "60.0 (n=1)", "52.5 (n=1)"]
+    assert [row[-1] for row in time] == ["baseline", "n=1", "baseline", "n=1"]
     assert column(groups, "time_s@0.8") == ["56.2±5.3", "25.0", "60.0", "52.5"]
     assert column(groups, "speedup@0.8") == ["1.000", "2.250", "1.000", "1.143"]
     assert column(runs, "run") == ["tiny-fedavg-low/0", "tiny-fedavg-low/1", "tiny-fedlps-low/0",
@@ -119,7 +123,8 @@ def test_the_page_sorts_on_load_from_the_fragment(report):
 def test_the_markdown_page_holds_the_tables_and_links_the_figures(report):
     text = (report / "report.md").read_text()
     assert "| fedlps, heterogeneity=low | fedlps | low | 1 |" in text
-    rows = [line for line in text.splitlines() if line.startswith("| fedavg, heterogeneity=low |")]
+    groups = text.split("## Groups (mean ± std over seeds)")[1].split("## ")[0]
+    rows = [line for line in groups.splitlines() if line.startswith("| fedavg, heterogeneity=low |")]
     assert len(rows) == 1 and "| 56.2±5.3 |" in rows[0] and rows[0].endswith("| 1.000 |")
     links = [line.split("](")[1].rstrip(")") for line in text.splitlines() if line.startswith("![")]
     assert links and all((report / link).is_file() for link in links)
@@ -141,7 +146,7 @@ def test_each_figure_is_on_the_page_once_and_each_table_in_a_scrolling_frame(rep
     assert [name for name in figures if name.startswith("accuracy")] == [
         "accuracy_mean_vs_bytes_up.png", "accuracy_mean_vs_flops.png", "accuracy_mean_vs_time.png",
         "accuracy_vs_bytes_up.png", "accuracy_vs_flops.png", "accuracy_vs_time.png"]
-    assert page.table_frames == [["frame", "scroll"]] * 2
+    assert page.table_frames == [["frame", "scroll"]] * 3
     links = [line for line in (report / "report.md").read_text().splitlines() if line.startswith("![")]
     assert sorted(link.split("](")[1].rstrip(")") for link in links) == figures
 
