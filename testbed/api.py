@@ -138,7 +138,13 @@ def run(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None,
     written: list[Report] = []
 
     def report(folder: Path) -> list[Path]:   # before the trackers finish: the figures are their artifacts
-        written.append(_write_report([folder], folder / "plots"))
+        if track:   # report.html too, for the trackers that keep files (report's pages: compare's files beside)
+            from analysis.pages import write_pages
+
+            with _analysis_errors():
+                written.append(_report(*write_pages([folder], folder / "plots")))
+        else:
+            written.append(_write_report([folder], folder / "plots"))
         return list(written[0].files)
 
     folder, _ = run_scenario(validated, source, out, quiet, resume, Watch(callbacks, track,

@@ -57,6 +57,8 @@ def test_a_run_tracked_from_the_command_line_holds_its_rounds(tiny, tmp_path):
     assert run.data.params["client.lr"] == "0.01" and run.info.status == "FINISHED"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"rounds.csv", "summary.json", "plots"} <= artifacts
+    plots = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
+    assert {"plots/report.html", "plots/accuracy_vs_time.png"} <= plots
 
 
 def test_a_sweeps_runs_are_one_experiment_named_by_the_sweep(tiny, tmp_path):
