@@ -134,6 +134,7 @@ class Kit(TaskPlanning, StopRules):
             return Start(replace(state, clients=self._device_state), 0, False, False, {})
         self._device_state.update(start.state.clients)
         self._resources.restore(start.resources)
+        self.links.pending = start.protocol.get("links", [])   # an aggregation's transfers still under way
         self.selection.bit_generator.state = start.selection
         self.strategy_rng.bit_generator.state = start.strategy_rng
         state = self.placement.to_server(replace(start.state, clients=self._device_state))
@@ -397,7 +398,8 @@ class Kit(TaskPlanning, StopRules):
         the resources' state; `kept`: what the protocol carries on of its own."""
         if self._on_checkpoint is not None:
             selector = self.contracts.checkpointable(self.selector_state)
-            kept = (kept or {}) | {"selection": {"history": self.history, "state": selector}}
+            kept = (kept or {}) | {"selection": {"history": self.history, "state": selector},
+                                   "links": self.links.pending}
             self._on_checkpoint(Checkpoint(r, now, state, self.selection.bit_generator.state,
                                            self.strategy_rng.bit_generator.state, finished, protocol=kept,
                                            resources=self._resources.state()))
