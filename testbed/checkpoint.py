@@ -2,7 +2,7 @@
 
 A checkpoint holds the end of a round: the server state (model, optimizer moments, and every device's kept state,
 read out of the client store), the bit-generator states of the selection and strategy streams, the selector's
-state with the server's history of the devices (protocol["selection"]: {"history", "state"}, protocols/kit.py;
+state with the server's history of the devices (protocol["selection"]: {"history", "state"}, protocols/participation.py;
 an older testbed's held "selector", its attributes: selection/base.py's resumed_state), the shared links' rows not
 yet written (protocol["links"]), an asynchronous server's own state (protocol["server"], protocols/async_state.py;
 an older testbed's held its fields as keys of their own, read too), the simulated clock, the

@@ -13,8 +13,9 @@ Semantics:
   for the aggregated).
 - `cut_into` counts tasks cut after the row was built (the on_round callbacks ended the run there) into it and
   its events, as `aggregation_rows` would have had they been cut before.
-- Building rows asks the kit's recorder only (round_row, census, event_row, add_spent); round_row hands on the
-  shared links' rows up to the aggregation's instant, so the rows are built once an aggregation.
+- Building rows asks the kit's recorder (round_row, event_row, add_spent) and its availability (census, at the
+  aggregation's instant); round_row hands on the shared links' rows up to that instant, so the rows are built once
+  an aggregation.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ import numpy as np
 
 from testbed.clock import Phase
 from testbed.protocols.async_state import InFlight, Window
-from testbed.protocols.kit import Kit
+from testbed.protocols.availability import Availability
+from testbed.protocols.recorder import Recorder
 
 TaskRow = tuple[InFlight, str, Sequence[Phase], "int | None"]   # a task, its outcome, its phases, its staleness
 
@@ -49,34 +51,35 @@ def cut_rows(in_flight: dict[int, InFlight], now: float) -> list[TaskRow]:
     return [(t, "unfinished", t.plan.cut_at(now), None) for _, t in sorted(in_flight.items())]
 
 
-def aggregation_rows(kit: Kit, a: Aggregated) -> tuple[dict, list[dict]]:
+def aggregation_rows(record: Recorder, who: Availability, a: Aggregated) -> tuple[dict, list[dict]]:
     """Aggregation a.r's row of rounds.csv and its rows of events.csv (see the module's docstring)."""
     rows: list[TaskRow] = [(t, "done", t.plan.phases, tau) for t, tau in a.buffer]
     rows += [(t, why, t.plan.phases, None) for t, why in a.window.ended]
     rows += a.cut
     outcomes = [outcome for _, outcome, _, _ in rows]
     staleness = [tau for _, tau in a.buffer]
-    n_online, excluded = kit.census(a.now)
-    row = kit.round_row(a.r, a.window.t_start, a.now, n_online=n_online, excluded=excluded,
-                        selected=a.window.selected, arrived=len(a.buffer), outcomes=outcomes,
-                        phases=((p, t.timeline, outcome != "done") for t, outcome, phases, _ in rows for p in phases),
-                        metrics=a.metrics,
-                        depleted=sum(t.battery_cut for t, why in a.window.ended if why == "dropped"))
+    n_online, excluded = who.census(a.now)
+    row = record.round_row(a.r, a.window.t_start, a.now, n_online=n_online, excluded=excluded,
+                           selected=a.window.selected, arrived=len(a.buffer), outcomes=outcomes,
+                           phases=((p, t.timeline, outcome != "done") for t, outcome, phases, _ in rows
+                                   for p in phases),
+                           metrics=a.metrics,
+                           depleted=sum(t.battery_cut for t, why in a.window.ended if why == "dropped"))
     row |= {"stale": outcomes.count("stale"), "unfinished": outcomes.count("unfinished"),
             "staleness_mean": float(np.mean(staleness)) if staleness else math.nan,
             "staleness_max": max(staleness) if staleness else math.nan, **a.scores}
-    return row, events(kit, a.r, rows)
+    return row, events(record, a.r, rows)
 
 
-def events(kit: Kit, r: int, rows: list[TaskRow]) -> list[dict]:
+def events(record: Recorder, r: int, rows: list[TaskRow]) -> list[dict]:
     """events.csv's rows of aggregation r's tasks, phase by phase."""
-    return [kit.event_row(r, p, outcome, t.task, t.timeline) | {"task": t.number, "version": t.version,
-                                                                 "staleness": math.nan if tau is None else tau}
+    return [record.event_row(r, p, outcome, t.task, t.timeline) | {"task": t.number, "version": t.version,
+                                                                    "staleness": math.nan if tau is None else tau}
             for t, outcome, phases, tau in rows for p in phases]
 
 
-def cut_into(kit: Kit, r: int, row: dict, events_of_r: list[dict], cut: list[TaskRow]) -> None:
+def cut_into(record: Recorder, r: int, row: dict, events_of_r: list[dict], cut: list[TaskRow]) -> None:
     """Tasks cut after aggregation r's row and events were built, counted into them (in place)."""
-    kit.add_spent(row, ((p, t.timeline, True) for t, _, phases, _ in cut for p in phases))
+    record.add_spent(row, ((p, t.timeline, True) for t, _, phases, _ in cut for p in phases))
     row["unfinished"] += len(cut)
-    events_of_r += events(kit, r, cut)
+    events_of_r += events(record, r, cut)

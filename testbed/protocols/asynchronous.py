@@ -174,14 +174,14 @@ class AsyncServer:
         self.state, self.kept, metrics = self._step(self.state, before, now)
         r = self.kept.version
         final = final or kit.is_last(r) or kit.out_of_time(now)
-        scores = kit.scores(self.state, r, before.window.t_start, now, final)
+        scores = kit.recorder.scores(self.state, r, before.window.t_start, now, final)
         final = final or kit.reached_target(scores)
         done = Aggregated(r, now, before.window, before.buffer, metrics, scores, self._cut(r, now) if final else [])
-        row, events = aggregation_rows(kit, done)
+        row, events = aggregation_rows(kit.recorder, kit.availability, done)
         if kit.asked_to_stop(row) and not final:   # the on_round callbacks end the run here
             final = True
-            cut_into(kit, r, row, events, self._cut(r, now))
-        kit.write(row, events)
+            cut_into(kit.recorder, r, row, events, self._cut(r, now))
+        kit.recorder.write(row, events)
         kit.check_finite(r, metrics, scores)
         if final:
             self._checkpoint(finished=True)
@@ -196,10 +196,10 @@ class AsyncServer:
         arrivals = self._trained(model, kept)
         failures = [Failure(t.task.device, why) for t, why in kept.window.ended]
         model, metrics = kit.contracts.aggregated(kit.strategy.aggregate(model, r, arrivals, failures), r)
-        kit.ended(r, now, [Outcome(t.task.device, t.task.round, "arrived", t.plan.phases[0].start_s, t.plan.end_s,
-                                   a.metrics) for (t, _), a in zip(kept.buffer, arrivals)] +
-                  [Outcome(t.task.device, t.task.round, why, t.plan.phases[0].start_s, t.plan.end_s)
-                   for t, why in kept.window.ended])
+        arrived = [Outcome(t.task.device, t.task.round, "arrived", t.plan.phases[0].start_s, t.plan.end_s, a.metrics)
+                   for (t, _), a in zip(kept.buffer, arrivals)]
+        kit.participation.ended(r, now, arrived + [Outcome(t.task.device, t.task.round, why, t.plan.phases[0].start_s,
+                                                           t.plan.end_s) for t, why in kept.window.ended])
         needed = {t.version for t in kept.in_flight.values()} | {r}
         return model, replace(kept, version=r, buffer=[], window=Window(now),
                               received={v: models for v, models in kept.received.items() if v in needed}), metrics
@@ -207,7 +207,7 @@ class AsyncServer:
     def _cut(self, r: int, now: float) -> list[TaskRow]:
         """The tasks in flight cut at `now`, the run's end, as the server saw them (into the history): their rows."""
         rows = cut_rows(self.kept.in_flight, now)
-        self.kit.ended(r, now, [Outcome(t.task.device, t.task.round, "cut", t.plan.phases[0].start_s, now)
+        self.kit.participation.ended(r, now, [Outcome(t.task.device, t.task.round, "cut", t.plan.phases[0].start_s, now)
                                 for t, _, _, _ in rows])
         return rows
 
@@ -234,7 +234,8 @@ class AsyncServer:
         if len(picked):
             kit, now = self.kit, self.env.now
             kept.dispatches += 1
-            tasks = kit.configure(self.state, kept.dispatches, picked, len(picked), picked)
+            tasks = kit.participation.configure(self.state, kept.dispatches, picked, len(picked), picked)
+            kit.participation.dispatched(tasks, kept.dispatches)
             carried = ({d: Planned(f.task, f.timeline, f.plan, f.battery_cut) for d, f in kept.in_flight.items()}
                        if kit.topology is not None else None)  # shared links: the tasks in flight share with these
             planned = kit.plan_round({task.device: task for task in tasks}, kept.version + 1, now, carried)
@@ -266,7 +267,8 @@ class AsyncServer:
         sees of availability (history.looked)."""
         kit, now = self.kit, self.env.now
         availability = kit.fleet.availability
-        allowed = kit.allowed(now)  # memory and battery; None: every device
+        who = kit.availability
+        allowed = who.allowed(now)  # memory and battery; None: every device
 
         def usable_each(devices: np.ndarray) -> np.ndarray:
             usable = ~self.busy[devices]
@@ -275,28 +277,28 @@ class AsyncServer:
             return usable & availability.online_each(devices, now)
 
         def candidates() -> np.ndarray:
-            online = kit.online(now)
-            kit.looked(online, now)
-            return np.flatnonzero(kit.usable(now, online, busy=list(self.kept.in_flight)))
+            online = who.online(now)
+            kit.participation.looked(online, now)
+            return np.flatnonzero(who.usable(now, online, busy=list(self.kept.in_flight)))
 
         busy = self.busy
 
         def usable(d: int) -> bool:
             return not busy[d] and (allowed is None or bool(allowed[d])) and availability.online_one(d, now)
 
-        return kit.select(self.kept.dispatches + 1, now, k, candidates, usable, asynchronous=True,
+        return kit.participation.select(self.kept.dispatches + 1, now, k, candidates, usable, asynchronous=True,
                           usable_each=usable_each)
 
     def _wait_for_devices(self) -> None:
         """Free slots and no idle device that can take a task: wake when the first may (online, with battery)."""
-        wake = self.kit.next_wake(self.env.now, busy=self.kept.in_flight)
+        wake = self.kit.availability.next_wake(self.env.now, busy=self.kept.in_flight)
         if math.isfinite(wake) and (self.kept.wake_at is None or wake < self.kept.wake_at):
             self.kept.wake_at = wake
             self.env.process(self._alarm(wake, self._woken))
 
     def _checkpoint(self, finished: bool) -> None:
         self.saved = self.kept.version
-        self.kit.checkpoint(self.kept.version, self.env.now, self.state, finished, {"server": self.kept})
+        self.kit.recorder.checkpoint(self.kept.version, self.env.now, self.state, finished, {"server": self.kept})
 
 
 def wait_until(env: simpy.Environment, t: float) -> simpy.Timeout:
