@@ -40,9 +40,9 @@ OPTIONS = {"fedcs": {"deadline_s": 60.0}, "power_of_choice": {"loss": "reported"
 
 def observed(kit: Kit, rng: np.random.Generator, now: float) -> None:
     """Fill the kit's history with what a server could have seen by `now` (round 21): see the docstring."""
-    history, registry, n = kit.history, kit.registry, kit.fleet.n
+    history, registry, n = kit.participation.history, kit.participation.registry, kit.fleet.n
     for i in range(20):
-        kit.looked(rng.random(n) < 0.49, now * i / 20)
+        kit.participation.looked(rng.random(n) < 0.49, now * i / 20)
     seen = rng.choice(n, n // 3, replace=False)
     for r in range(1, 21):
         devices = np.sort(seen[rng.random(len(seen)) < 0.15])
@@ -72,8 +72,8 @@ def time_select(selector, state, make_ctx, rng, repeat: int) -> float:
 def selections(name: str, exp, repeat: int, slots: int) -> tuple[float, float | None]:
     """ms of a synchronous round's selection and of an asynchronous dispatch's (None: not an async selector)."""
     kit = Kit(exp, on_round=lambda row, events: None)
-    kit.selector = SELECTORS[name](**OPTIONS.get(name, {}))
-    state = kit.selector.init(kit.registry, 20, K)
+    kit.participation.selector = SELECTORS[name](**OPTIONS.get(name, {}))
+    state = kit.participation.selector.init(kit.participation.registry, 20, K)
     rng = np.random.default_rng(0)
     now = 60.0
     observed(kit, rng, now)
@@ -83,20 +83,22 @@ def selections(name: str, exp, repeat: int, slots: int) -> tuple[float, float | 
     busy = np.zeros(kit.fleet.n, dtype=bool)
     busy[rng.choice(candidates, K, replace=False)] = True  # the async run's tasks in flight
 
+    picks = kit.participation
+
     def sync_ctx() -> SelectionContext:
-        return SelectionContext(21, now, K, kit.registry, kit.history, lambda: candidates, lambda d: bool(online[d]),
-                                usable_each=lambda devices: online[devices])
+        return SelectionContext(21, now, K, picks.registry, picks.history, lambda: candidates,
+                                lambda d: bool(online[d]), usable_each=lambda devices: online[devices])
 
     def usable_each(devices: np.ndarray) -> np.ndarray:
         return ~busy[devices] & availability.online_each(devices, now)
 
     def async_ctx() -> SelectionContext:
-        return SelectionContext(4000, now, slots, kit.registry, kit.history,
+        return SelectionContext(4000, now, slots, picks.registry, picks.history,
                                 lambda: np.flatnonzero(online & ~busy), lambda d: bool(usable_each(np.array([d]))[0]),
                                 asynchronous=True, usable_each=usable_each)
 
-    sync_s = time_select(kit.selector, state, sync_ctx, rng, repeat)
-    async_s = time_select(kit.selector, state, async_ctx, rng, repeat) if kit.selector.ASYNC else None
+    sync_s = time_select(picks.selector, state, sync_ctx, rng, repeat)
+    async_s = time_select(picks.selector, state, async_ctx, rng, repeat) if picks.selector.ASYNC else None
     return 1000 * sync_s, None if async_s is None else 1000 * async_s
 
 

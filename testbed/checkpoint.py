@@ -2,8 +2,10 @@
 
 A checkpoint holds the end of a round: the server state (model, optimizer moments, and every device's kept state,
 read out of the client store), the bit-generator states of the selection and strategy streams, the selector's
-state with the server's history of the devices (protocol["selection"]: {"history", "state"}, protocols/kit.py;
-an older testbed's held "selector", its attributes: selection/base.py's resumed_state), the simulated clock, the
+state with the server's history of the devices (protocol["selection"]: {"history", "state"}, protocols/participation.py;
+an older testbed's held "selector", its attributes: selection/base.py's resumed_state), the shared links' rows not
+yet written (protocol["links"]), an asynchronous server's own state (protocol["server"], protocols/async_state.py;
+an older testbed's held its fields as keys of their own, read too), the simulated clock, the
 round, whether the run has finished, and the byte lengths the tables had once that round's rows were
 in. Everything else a run carries from round to round is a function of the seed and the round (the fleet's
 availability and capability tiers, fluctuating rates, each device's training stream), so it needs no saving; battery

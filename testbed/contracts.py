@@ -16,7 +16,7 @@ What is checked, where (each hook's contract: docs/extending.md):
   parameter at its shape (what the codec encodes; checked in the kit before encoding).
 - Strategy.personal_models(state): a dict of device id -> params of the model's names and shapes (evaluation.py).
 - Selector.select(state, ctx, rng): the pair (ids, state); integer ids, within the fleet, usable at that instant
-  (ctx.usable_each), none twice, at most ctx.n_select (protocols/kit.py's select); in an asynchronous dispatch, at
+  (ctx.usable_each), none twice, at most ctx.n_select (protocols/participation.py's select); in an asynchronous dispatch, at
   least one where some device could take a task (the free slots would otherwise wait at that instant for ever).
 - Selector.select and observe: a state where they were given one (None is a forgotten `return state`); before a
   checkpoint keeps it, plain data (None, numbers, strings, numpy arrays, lists, tuples and dicts of them).

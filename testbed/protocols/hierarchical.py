@@ -102,16 +102,17 @@ def run_hierarchical(kit: Kit, env: simpy.Environment):
     if start.finished:
         return
     state, played = start.state, start.played
+    who, record = kit.availability, kit.recorder
     t_previous = env.now
     for r in range(played + 1, cfg.stop.max_rounds + 1):
         if kit.out_of_time(env.now):
             break
         t_start = env.now
-        online = kit.online(t_start)
-        if not kit.usable(t_start, online).any() and math.isinf(kit.next_wake(t_start)):
+        online = who.online(t_start)
+        if not who.usable(t_start, online).any() and math.isinf(who.next_wake(t_start)):
             kit.ran_out_of_devices(t_start)
             break   # nobody will be able to train again
-        kit.looked(online, t_start)
+        kit.participation.looked(online, t_start)
         sent = kit.deliver(state, {down})[down]
         arrived = backhaul(kit, [c for c, _ in cells], np.full(len(cells), float(t_start)), "down",
                            kit.payload_bytes(down))
@@ -127,22 +128,22 @@ def run_hierarchical(kit: Kit, env: simpy.Environment):
         server_flops = int(metrics.pop("server_flops", 0))
         server_rows = yield from kit.server_work(env, r, server_flops)
         rounds = [er for e in edges for er in e.rounds]
-        row = kit.round_row(r, t_start, env.now, n_online=int(online.sum()), excluded=kit.excluded(online, t_start),
-                            selected=sum(len(er.tasks) for er in rounds),
-                            arrived=sum(len(er.play.kept) for er in rounds),
-                            outcomes=[why for er in rounds for why in er.play.cut.values()],
-                            phases=[(p, None if p.phase == "idle" else er.planned[p.device].timeline,
-                                     p.device in er.play.cut) for er in rounds for p in er.phases],
-                            metrics=metrics, depleted=0)
+        row = record.round_row(r, t_start, env.now, n_online=int(online.sum()),
+                               excluded=who.excluded(online, t_start), selected=sum(len(er.tasks) for er in rounds),
+                               arrived=sum(len(er.play.kept) for er in rounds),
+                               outcomes=[why for er in rounds for why in er.play.cut.values()],
+                               phases=[(p, None if p.phase == "idle" else er.planned[p.device].timeline,
+                                        p.device in er.play.cut) for er in rounds for p in er.phases],
+                               metrics=metrics, depleted=0)
         row |= {"server_flops": server_flops, "edge_rounds": len(rounds),
                 "backhaul_bytes_down": len(edges) * kit.payload_bytes(down),
                 "backhaul_bytes_up": len(edges) * kit.payload_bytes(up)}
         events = [event for e in edges for event in edge_events(kit, r, e)] + server_rows
-        played, stop = r, kit.close_round(r, state, metrics, row, events, t_previous, env.now)
+        played, stop = r, record.close_round(r, state, metrics, row, events, t_previous, env.now)
         t_previous = env.now
         if stop:
             break
-    kit.checkpoint(played, env.now, state, finished=True)
+    record.checkpoint(played, env.now, state, finished=True)
 
 
 def backhaul(kit: Kit, cells: list[int], starts: np.ndarray, direction: str, nbytes: int) -> list[float]:
@@ -198,16 +199,19 @@ def edge_round(kit: Kit, state: ServerState, members: np.ndarray, others: np.nda
                clock: EdgeClock) -> EdgeRound | None:
     """Edge round g among `members` (others: the devices outside the cell), from the edge's model in `state`,
     with the clock advanced to its close; None where none of its devices will ever be usable again."""
-    while not (usable := kit.usable(clock.t, kit.online(clock.t)) & members).any():
-        wake = kit.next_wake(clock.t, others)
+    who, picks = kit.availability, kit.participation
+    while not (usable := who.usable(clock.t, who.online(clock.t)) & members).any():
+        wake = who.next_wake(clock.t, others)
         if math.isinf(wake):
             return None
         clock.advance(wake - clock.t)
     cfg, t0 = kit.scenario.round, clock.t
     candidates = np.flatnonzero(usable)
-    selected = kit.select(g, t0, cfg.n_select, lambda: candidates, lambda d: bool(usable[d]),
-                          usable_each=lambda devices: usable[devices])
-    tasks = {t.device: t for t in kit.configure(state, g, candidates, cfg.n_select, selected)}
+    selected = picks.select(g, t0, cfg.n_select, lambda: candidates, lambda d: bool(usable[d]),
+                            usable_each=lambda devices: usable[devices])
+    configured = picks.configure(state, g, candidates, cfg.n_select, selected)
+    picks.dispatched(configured, g)
+    tasks = {t.device: t for t in configured}
     planned = kit.plan_round(tasks, g, t0, server=False)
     play = play_round(t0, {d: p.plan for d, p in planned.items()}, cfg.clients_per_round, cfg.deadline_s)
     for step in play.steps:
@@ -216,7 +220,7 @@ def edge_round(kit: Kit, state: ServerState, members: np.ndarray, others: np.nda
     kit.drain(phases)
     received = kit.deliver(state, {tasks[d].down for d in play.kept})
     arrivals = kit.train([(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.kept)])
-    kit.round_ended(g, clock.t, t0, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
+    picks.round_ended(g, clock.t, t0, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
     return EdgeRound(g, tasks, planned, play, phases, arrivals)
 
 
@@ -226,7 +230,7 @@ def edge_events(kit: Kit, r: int, edge: EdgePart) -> list[dict]:
     down, up = ({"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,
                  "outcome": "done", "ratio": math.nan} for p in edge.backhaul)
     edge_of = {"edge": edge_id(edge.cell)}
-    devices = [kit.event_row(r, p, er.play.cut.get(p.device, "done"), er.tasks[p.device],
-                             er.planned[p.device].timeline) | edge_of | {"edge_round": er.g}
+    devices = [kit.recorder.event_row(r, p, er.play.cut.get(p.device, "done"), er.tasks[p.device],
+                                      er.planned[p.device].timeline) | edge_of | {"edge_round": er.g}
                for er in edge.rounds for p in er.phases]
     return [down | edge_of, *devices, up | edge_of]

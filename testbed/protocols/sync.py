@@ -87,6 +87,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
     if start.finished:
         return
     state, played = start.state, start.played
+    picks, record = kit.participation, kit.recorder
     t_previous = env.now  # the end of the last round: evaluation.every_s counts from it
     for r in range(played + 1, cfg.stop.max_rounds + 1):
         if kit.out_of_time(env.now):
@@ -95,17 +96,19 @@ def run_sync(kit: Kit, env: simpy.Environment):
         if usable is None:  # nobody will be able to train again, or not before stop.max_sim_time_s
             break
         t_start = env.now
-        kit.looked(online, t_start)
+        picks.looked(online, t_start)
         candidates = np.flatnonzero(usable)
         probe = kit.probe(state, r, t_start)
-        selected = kit.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]),
-                              usable_each=lambda devices: usable[devices], probe=probe)
+        selected = picks.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]),
+                                usable_each=lambda devices: usable[devices], probe=probe)
         for step in probe.steps:
             yield env.timeout(step)
         t_dispatch = env.now
         if probe.probed:
             kit.drain([p for p, _, _ in probe.phases])
-        tasks = {t.device: t for t in kit.configure(state, r, candidates, cfg.round.n_select, selected)}
+        configured = picks.configure(state, r, candidates, cfg.round.n_select, selected)
+        picks.dispatched(configured, r)
+        tasks = {t.device: t for t in configured}
         planned = kit.plan_round(tasks, r, t_dispatch)
         play = play_round(t_dispatch, {d: p.plan for d, p in planned.items()}, cfg.round.clients_per_round,
                           cfg.round.deadline_s)
@@ -118,25 +121,25 @@ def run_sync(kit: Kit, env: simpy.Environment):
         arrivals = kit.train(work)
         state, metrics = kit.contracts.aggregated(kit.strategy.aggregate(
             state, r, arrivals, [Failure(d, why) for d, why in sorted(play.cut.items())]), r)
-        kit.round_ended(r, env.now, t_dispatch, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
+        picks.round_ended(r, env.now, t_dispatch, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
         server_flops = int(metrics.pop("server_flops", 0))
         server_rows = yield from kit.server_work(env, r, server_flops)
         depleted = sum(p.battery_cut and play.cut.get(d) == "dropped" for d, p in planned.items())
-        row = kit.round_row(r, t_start, env.now, n_online=int(online.sum()), excluded=excluded, selected=len(tasks),
-                            arrived=len(play.kept), outcomes=list(play.cut.values()),
-                            phases=probe.phases + [(p, None if p.phase == "idle" else planned[p.device].timeline,
-                                                    p.device in play.cut) for p in phases],
-                            metrics=metrics, depleted=depleted)
+        row = record.round_row(r, t_start, env.now, n_online=int(online.sum()), excluded=excluded,
+                               selected=len(tasks), arrived=len(play.kept), outcomes=list(play.cut.values()),
+                               phases=probe.phases + [(p, None if p.phase == "idle" else planned[p.device].timeline,
+                                                       p.device in play.cut) for p in phases],
+                               metrics=metrics, depleted=depleted)
         row["server_flops"] = server_flops
         row |= {"tables": metrics["tables"]} if "tables" in metrics else {}  # e.g. pruning.csv, (re)written
-        events = [kit.event_row(r, p, "probe", None, tl) for p, tl, _ in probe.phases]
-        events += [kit.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device], planned[p.device].timeline)
+        events = [record.event_row(r, p, "probe", None, tl) for p, tl, _ in probe.phases]
+        events += [record.event_row(r, p, play.cut.get(p.device, "done"), tasks[p.device], planned[p.device].timeline)
                    for p in phases]
-        played, stop = r, kit.close_round(r, state, metrics, row, events + server_rows, t_previous, env.now)
+        played, stop = r, record.close_round(r, state, metrics, row, events + server_rows, t_previous, env.now)
         t_previous = env.now
         if stop:
             break
-    kit.checkpoint(played, env.now, state, finished=True)
+    record.checkpoint(played, env.now, state, finished=True)
 
 
 def usable_devices(kit: Kit, env: simpy.Environment):
@@ -144,13 +147,13 @@ def usable_devices(kit: Kit, env: simpy.Environment):
     those are modelled; (n,) bool, those online; how many of those memory and battery exclude), waiting for the
     first to be back where none can; None, None, {} where none ever will (the kit told), or none will before
     stop.max_sim_time_s (the clock then waits until it, and the kit is told when the first will)."""
-    limit = kit.scenario.stop.max_sim_time_s
+    limit, who = kit.scenario.stop.max_sim_time_s, kit.availability
     while True:
-        online = kit.online(env.now)
-        usable = kit.usable(env.now, online)
+        online = who.online(env.now)
+        usable = who.usable(env.now, online)
         if usable.any():
-            return usable, online, kit.excluded(online, env.now)
-        wake = kit.next_wake(env.now)
+            return usable, online, who.excluded(online, env.now)
+        wake = who.next_wake(env.now)
         if math.isinf(wake):
             kit.ran_out_of_devices(env.now)
             return None, None, {}

@@ -18,7 +18,7 @@ State is explicit, as a Strategy's: the selector object holds its options only (
 learns across rounds (a pacer, credits, measured latencies) is a state value the kit holds and hands back:
 `init(registry, rounds, clients_per_round) -> state` once, `select(state, ctx, rng) -> (ids, state)` at each
 selection, `observe(state, round, now, outcomes, history) -> state` after each round (aggregation). The kit keeps
-the state each hook returns and nothing else, and a checkpoint saves that value (protocols/kit.py), so a resumed
+the state each hook returns and nothing else, and a checkpoint saves that value (protocols/participation.py), so a resumed
 run selects as an unbroken one. A hook may return a new value or the one it was given, updated (the built-ins
 return new ones: the value a hook was given is left as it was).
 
@@ -144,7 +144,7 @@ class Selector(ABC):
     def observe(self, state: Any, round: int, now: float, outcomes: list[Outcome], history: History) -> Any:
         """What happened to the tasks that ended since the last call (a round's, or those an asynchronous
         aggregation closes), with the history already updated; the state after it. Default: the state as it was
-        (and the kit then builds no Outcome records: protocols/kit.py's round_ended)."""
+        (and the kit then builds no Outcome records: protocols/participation.py's round_ended)."""
         return state
 
 
@@ -176,7 +176,7 @@ def _takes(function, n: int) -> bool:
 
 
 def resumed_state(kept: dict, fresh: Any, plugin) -> Any:
-    """The selector's state from a checkpoint's selection entry (`kept`, protocols/kit.py's checkpoint: "state").
+    """The selector's state from a checkpoint's selection entry (`kept`, protocols/participation.py's kept: "state").
     An older testbed's checkpoint kept the selector's attributes instead ("selector": its options and what it had
     learnt): a built-in's state is read from them, its state's fields being named as those attributes were
     (`fresh`: what init returns; None, for a selector that keeps none, is kept as it is); a user selector's is

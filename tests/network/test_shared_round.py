@@ -98,7 +98,7 @@ def test_an_asynchronous_dispatch_shares_with_the_transfers_in_flight():
     exp = sc.build(sc.validate(raw, "test"))
     records, events = [], []
     engine = Engine(exp, lambda r, e: (records.append(r), events.extend(e)))
-    engine.kit.selector = Lowest()
+    engine.kit.participation.selector = Lowest()
     engine.run()
     ev = pd.DataFrame(events)
     end = {(n, p): e for n, p, e in zip(ev["task"], ev["phase"], ev["end_s"])}   # by task number

@@ -33,7 +33,7 @@ def run_deadline(selection: str, *overrides: str) -> tuple[pd.DataFrame, pd.Data
 
 def registry_of(raw: dict):
     """The registry the server of this scenario builds."""
-    return Kit(sc.build(sc.validate(raw, "test", ROOT)), lambda *a: None).registry
+    return Kit(sc.build(sc.validate(raw, "test", ROOT)), lambda *a: None).participation.registry
 
 
 def selected_by_round(events: pd.DataFrame) -> dict[int, list[int]]:

@@ -158,7 +158,7 @@ def engine_run(raw):
 
 def test_a_user_selector_picks_and_is_told_what_happened(user_code):
     rounds, events, engine = engine_run(six_devices({"name": "my_selectors:Fastest"}))
-    told = engine.kit.selector_state["told"]
+    told = engine.kit.participation.selector_state["told"]
     # the registry's predicted task time: device 1's group has half the FLOP/s, device 0's half the uplink; with
     # tiny_blobs (logreg) compute dominates, so the first group (ids 0-2) is faster and ids 0, 1 are picked
     chosen = events.groupby("round")["device"].apply(lambda d: sorted(set(d)))
@@ -170,7 +170,7 @@ def test_a_user_selector_picks_and_is_told_what_happened(user_code):
 
 def test_the_history_is_what_the_server_saw(user_code):
     rounds, events, engine = engine_run(six_devices({"name": "my_selectors:Fastest"}))
-    h = engine.kit.history
+    h = engine.kit.participation.history
     assert h.checks == 3 and h.seen_online.tolist() == [3] * 6  # always on: seen at every round's start
     assert h.selected.tolist() == [3, 3, 0, 0, 0, 0] and h.arrived.tolist() == [3, 3, 0, 0, 0, 0]
     assert h.last_selected.tolist() == [3, 3, 0, 0, 0, 0]
@@ -276,7 +276,7 @@ def test_async_dispatch_asks_the_selector(user_code):
     raw["protocol"] = {"kind": "async", "concurrency": 2, "buffer_size": 2}
     rounds, events, engine = engine_run(raw)
     assert set(events["device"]) == {0, 1}  # the two fastest, each time a slot frees up
-    assert engine.kit.history.selected[:2].sum() == len(events.drop_duplicates(["device", "task"]))
+    assert engine.kit.participation.history.selected[:2].sum() == len(events.drop_duplicates(["device", "task"]))
 
 
 @pytest.mark.parametrize("name, message", [

@@ -291,20 +291,21 @@ def test_choices_depend_on_what_the_server_saw_not_on_the_hidden_fleet(monkeypat
         group |= {"tiers": [0.25, 1.0], "availability": {"kind": "markov", "mean_on_s": 2, "mean_off_s": 5},
                   "speed": {"kind": "markov", "factor": 0.2, "mean_normal_s": 1, "mean_slow_s": 3}}
     kits = [Kit(sc.build(sc.validate(raw, "test", ROOT)), on_round=lambda row, events: None) for raw in (seen, hidden)]
-    assert all(np.array_equal(getattr(kits[0].registry, f), getattr(kits[1].registry, f))
+    assert all(np.array_equal(getattr(kits[0].participation.registry, f), getattr(kits[1].participation.registry, f))
                for f in ("flops_per_s", "num_samples", "task_s"))
     assert not np.array_equal(kits[0].fleet.train_flops_per_s(1), kits[1].fleet.train_flops_per_s(1))
     rng = np.random.default_rng(3)
     for r in range(1, 9):
         candidates = np.sort(rng.choice(6, 4, replace=False))
-        picks = [kit.select(r, float(r), 2, lambda: candidates, lambda d: d in candidates) for kit in kits]
+        picks = [kit.participation.select(r, float(r), 2, lambda: candidates, lambda d: d in candidates)
+                 for kit in kits]
         assert picks[0].tolist() == picks[1].tolist()
         outcomes = [Outcome(int(d), r, "arrived" if d % 3 else "cut", float(r), r + 1.0 + d / 10,
                             {"train_loss": 1.0 + d, "train_loss_sq": 1.5 + d} if d % 3 else {}) for d in picks[0]]
         for kit in kits:
-            kit.history.dispatched(picks[0], r)
-            kit.ended(r, r + 2.0, outcomes)
-    states = [kit.selector_state for kit in kits]
+            kit.participation.history.dispatched(picks[0], r)
+            kit.participation.ended(r, r + 2.0, outcomes)
+    states = [kit.participation.selector_state for kit in kits]
     assert states[0].exploiting == states[1].exploiting and np.array_equal(states[0].cut_s, states[1].cut_s)
     # devices 0 and 3 were cut (after 1 + d / 10 s), the others arrived
     assert states[0].cut_s == pytest.approx([1.0, 0, 0, 1.3, 0, 0]) and states[0].exploiting == []

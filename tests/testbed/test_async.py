@@ -271,7 +271,11 @@ def test_serial_and_batched_executors_give_the_same_async_run(tmp_path):
         np.testing.assert_allclose(rounds_a[column], rounds_b[column], rtol=1e-4, atol=2e-3)
 
 
-def test_an_async_run_killed_between_checkpoints_resumes_to_the_tables_of_an_unbroken_run(tmp_path):
+@pytest.mark.parametrize("older", [False, True], ids=["checkpoint", "older-checkpoint"])
+def test_an_async_run_killed_between_checkpoints_resumes_to_the_tables_of_an_unbroken_run(tmp_path, older):
+    """older: the checkpoint as an older testbed wrote it, the server's fields as keys of their own, is read too."""
+    from dataclasses import fields
+
     from testbed.runner import run_scenario
 
     # Markov availability on both devices: drops, waits for devices to come back, tasks in flight at every
@@ -288,7 +292,11 @@ def test_an_async_run_killed_between_checkpoints_resumes_to_the_tables_of_an_unb
     from testbed import checkpoint
 
     saved = checkpoint.load(run, (run / "scenario.resolved.yaml").read_text())
-    assert saved.round == 16 and saved.protocol["in_flight"]  # tasks in flight carried over
+    assert saved.round == 16 and saved.protocol["server"].in_flight  # tasks in flight carried over
+    if older:
+        server = saved.protocol.pop("server")
+        saved.protocol |= {f.name: getattr(server, f.name) for f in fields(server) if f.name != "version"}
+        checkpoint.save(run, saved)
     assert run_scenario(sc.validate(raw, "test"), "test", tmp_path / "broken", quiet=True, resume=True) == (
         run, summary)
     assert _tables(run) == _tables(reference)

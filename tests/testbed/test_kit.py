@@ -30,7 +30,7 @@ def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_
     kit = kit_for(two_devices)
     start = kit.begin()
     assert (start.played, start.resumed, start.finished, start.kept) == (0, False, False, {})
-    tasks = {t.device: t for t in kit.configure(start.state, 1, np.array([0, 1]), 2, np.array([0, 1]))}
+    tasks = {t.device: t for t in kit.participation.configure(start.state, 1, np.array([0, 1]), 2, np.array([0, 1]))}
     planned = kit.plan_round(tasks, 1, 0.0)
     assert [p.start_s for p in planned[0].plan.phases] == [0, 1.25, 2.25] and planned[0].plan.end_s == 4.5
     assert [p.start_s for p in planned[1].plan.phases] == [0, 1, 3] and planned[1].plan.end_s == 4
@@ -50,17 +50,26 @@ def test_who_is_usable_and_when_to_wake(two_devices, tmp_path):
     trace = tmp_path / "trace.csv"
     trace.write_text("device,start_s,end_s\na,0,1.5\na,10,1e9\n")  # device 0: offline over [1.5, 10)
     two_devices["fleet"]["groups"][0]["availability"] = {"kind": "trace", "file": str(trace)}
-    kit = kit_for(two_devices)
-    online = kit.online(2.0)
+    who = kit_for(two_devices).availability
+    online = who.online(2.0)
     assert online.tolist() == [False, True]
-    assert kit.usable(2.0, online).tolist() == [False, True]
-    assert kit.usable(2.0, online, busy=[1]).tolist() == [False, False]
-    assert kit.usable(1.0, kit.online(1.0), busy=[1]).tolist() == [True, False]
-    assert kit.excluded(online, 2.0) == {}  # neither memory nor batteries are modelled
-    assert kit.census(2.0) == (1, {}) and kit.census(1.0) == (2, {})
-    assert kit.next_wake(2.0) == 2.0               # device 1 can take a task now
-    assert kit.next_wake(2.0, busy=[1]) == 10.0    # the idle device 0 is back at 10
-    assert kit.next_wake(2.0, busy=[0, 1]) == math.inf
+    assert who.usable(2.0, online).tolist() == [False, True]
+    assert who.usable(2.0, online, busy=[1]).tolist() == [False, False]
+    assert who.usable(1.0, who.online(1.0), busy=[1]).tolist() == [True, False]
+    assert who.excluded(online, 2.0) == {}  # neither memory nor batteries are modelled
+    assert who.census(2.0) == (1, {}) and who.census(1.0) == (2, {})
+    assert who.next_wake(2.0) == 2.0               # device 1 can take a task now
+    assert who.next_wake(2.0, busy=[1]) == 10.0    # the idle device 0 is back at 10
+    assert who.next_wake(2.0, busy=[0, 1]) == math.inf
+
+
+def test_configure_asks_the_strategy_and_only_dispatched_writes_the_history(two_devices):
+    kit = kit_for(two_devices)
+    picks = kit.participation
+    tasks = picks.configure(kit.begin().state, 1, np.array([0, 1]), 2, np.array([1]))
+    assert [t.device for t in tasks] == [1] and picks.history.selected.tolist() == [0, 0]
+    picks.dispatched(tasks, 1)
+    assert picks.history.selected.tolist() == [0, 1]
 
 
 def test_stop_and_checkpoint_rules(two_devices):

@@ -1,0 +1,66 @@
+"""What an asynchronous server (asynchronous.py) carries from one instant to the next, as one dataclass.
+
+Semantics:
+- `AsyncState` is everything the server keeps besides its model (the kit's ServerState, saved as a checkpoint's
+  `state`) and what the kit keeps itself (the history, the selector's state, shared links' pending rows): the
+  model's version, the tasks in flight, the arrived updates not yet aggregated, the models the tasks in flight
+  started from, what happened since the last aggregation (`Window`), and the counters and alarms that place the
+  next dispatch and aggregation. Nothing in it is derived from anything else in it, except `received`, which is
+  trimmed to what `in_flight` and `buffer` need after each aggregation.
+- A checkpoint saves it whole, as `protocol["server"]`, and a resumed run restores it whole (`restored`). A
+  checkpoint of an older testbed kept the same fields as keys of `protocol` of their own, the version as the
+  checkpoint's round: `restored` maps them into the dataclass, so those runs resume too.
+- The classes here are plain dataclasses, which checkpoints may unpickle (safe_load.py's allow-list); InFlight
+  and Window keep their old module's name too (asynchronous.py imports them), which old checkpoints name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from testbed.algorithms.base import Task
+from testbed.clock import TaskPlan, Timeline
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A task dispatched and not yet ended, as planned at its dispatch (or planned again, through shared links)."""
+
+    task: Task
+    timeline: Timeline
+    plan: TaskPlan
+    version: int               # the model version it downloaded
+    number: int                # the run's tasks numbered from 1, in order of dispatch (ties: device order)
+    battery_cut: bool = False  # its device drops when its battery empties, before its on-interval ends
+
+
+@dataclass
+class Window:
+    """What happened since the last aggregation: tasks started, and tasks that ended without being buffered."""
+
+    t_start: float
+    selected: int = 0
+    ended: list[tuple[InFlight, str]] = field(default_factory=list)   # (task, dropped | stale)
+
+
+@dataclass
+class AsyncState:
+    """The server's state besides its model: saved whole, restored whole (see the module's docstring)."""
+
+    window: Window                   # since the last aggregation
+    version: int = 0                 # the model's version: aggregations so far
+    in_flight: dict[int, InFlight] = field(default_factory=dict)    # by device: a device holds one task at most
+    buffer: list[tuple[InFlight, int]] = field(default_factory=list)  # (task, staleness) arrived, to aggregate
+    received: dict[int, dict] = field(default_factory=dict)  # version -> {down codec: the model as delivered}
+    dispatches: int = 0              # configure calls so far: the training stream's "round"
+    started: int = 0                 # tasks started so far: the next one's number is started + 1
+    next_tick: int = 1               # the next period aggregation is at next_tick * period_s
+    wake_at: float | None = None     # when free slots look for devices again, where none could take one
+
+
+def restored(kept: dict, played: int) -> AsyncState:
+    """The state a checkpoint's `protocol` kept: its "server"; or, from an older testbed's checkpoint, the same
+    fields under keys of their own, with the checkpoint's round (`played`) as the version."""
+    if "server" in kept:
+        return kept["server"]
+    names = {f.name for f in fields(AsyncState)} - {"version"}
+    return AsyncState(version=played, **{name: kept[name] for name in names if name in kept})
