@@ -131,3 +131,13 @@ def test_the_least_trained_selector_gives_every_device_a_turn(tmp_path, monkeypa
         trained[name] = events[(events["phase"] == "upload") & (events["outcome"] == "done")].groupby("device").size()
     assert len(trained["least_trained:LeastTrained"]) == 40 and trained["least_trained:LeastTrained"].max() == 1
     assert trained["uniform"].max() >= 2
+
+
+def test_the_tracked_study_of_docs_tracking_runs_two_rounds(tmp_path, capsys):
+    """examples/tracked_study.yaml (docs/tracking.md): Flower's DirichletPartitioner on the quickstart's fleet."""
+    pytest.importorskip("flwr_datasets")
+    assert main(["run", str(EXAMPLES / "tracked_study.yaml"), "--set", "stop.max_rounds=2", "--out", str(tmp_path),
+                 "--quiet"]) == 0
+    resolved = (tmp_path / "tracked_study" / "0" / "scenario.resolved.yaml").read_text()
+    assert "kind: flwr" in resolved and "name: DirichletPartitioner" in resolved
+    assert len(pd.read_csv(tmp_path / "tracked_study" / "0" / "rounds.csv")) == 2
