@@ -43,6 +43,11 @@ def checked(callbacks: Iterable[Callback]) -> tuple[Callback, ...]:
     return callbacks
 
 
+def table_row(row: dict, columns: list[str]) -> dict:
+    """A round's row as rounds.csv holds it: the table's columns, NaN where the round has none (not evaluated)."""
+    return {column: row.get(column, math.nan) for column in columns}
+
+
 def asker(callbacks: tuple[Callback, ...], columns: list[str]) -> Callable[[dict], str | None] | None:
     """What the engine asks with each row (testbed/protocols/stopping.py): the callbacks called on the row's table
     columns; the reason to stop the first one gave, or None. None where there are no callbacks."""
@@ -50,7 +55,7 @@ def asker(callbacks: tuple[Callback, ...], columns: list[str]) -> Callable[[dict
         return None
 
     def ask(row: dict) -> str | None:
-        shown = {column: row.get(column, math.nan) for column in columns}
+        shown = table_row(row, columns)
         first = None
         for callback in callbacks:
             try:

@@ -4,7 +4,6 @@ A run that fails keeps its rounds: its summary.json says how it ended (failed, i
 """
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +48,7 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
     from testbed.engine import Engine
     from testbed.resources import Resources
     from testbed.degenerate import degenerate_warning, ended_early
-    from testbed.hooks import asker
+    from testbed.hooks import asker, table_row
     from testbed.runlog import RunWriter, resolved, run_folder, tables
 
     try:
@@ -62,7 +61,8 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
     if writer.dropped:  # rows of rounds after the checkpoint (and a torn one), which the run plays again
         print(f"resume: dropped {', '.join(writer.dropped)} of {writer.path}, past the checkpoint at round "
               f"{start.round}: the run plays those rounds again", file=sys.stderr)
-    uplink = resumed_uplink(writer.path) if start else 0  # the bar's uplink total goes on where it stopped
+    kept = kept_rows(writer.path) if start else []   # a resumed run's rows: the bar's and trackers' totals go on
+    uplink = resumed_uplink(kept)
     columns = tables(scenario)["rounds.csv"]
     trackers = _trackers(watch, scenario, writer)
     with tqdm(total=scenario.stop.max_rounds, initial=start.round if start else 0, unit="round",
@@ -76,11 +76,11 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
             bar.set_postfix_str(f"sim {record['t_end_s']:.0f}s acc {'-' if acc != acc else f'{acc:.3f}'} "
                                 f"up {uplink / 1e6:.1f}MB")
             if trackers is not None:
-                trackers.log({column: record.get(column, math.nan) for column in columns})
+                trackers.log(table_row(record, columns))
 
         try:
             if trackers is not None:   # a tracker that cannot start stops the run before round 1
-                trackers.start(_rows(writer.path) if start else ())   # resumed: totals go on where they stopped
+                trackers.start(kept)
             writer.facts |= resources.facts() | {"torch_threads": threads}
             engine = Engine(exp, on_round, writer.checkpoint, start, resources, asker(watch.on_round, columns))
             engine.run()
@@ -158,13 +158,14 @@ def _close(trackers, status: str) -> None:
         trackers.close(status)
 
 
-def _rows(run: Path) -> list[dict]:
+def kept_rows(run: Path) -> list[dict]:
     """The rows a resumed run keeps (rounds.csv, cut back to its checkpoint)."""
     import pandas as pd
 
     return pd.read_csv(run / "rounds.csv").to_dict("records")
 
 
-def resumed_uplink(run: Path) -> int:
-    """The uplink bytes of the rounds a resumed run keeps (rounds.csv, cut back to its checkpoint)."""
-    return int(sum(row["bytes_up"] for row in _rows(run)))
+def resumed_uplink(kept: list[dict]) -> int:
+    """The uplink bytes of the rounds a resumed run keeps."""
+    return int(sum(row["bytes_up"] for row in kept))
+
