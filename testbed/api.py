@@ -265,6 +265,7 @@ def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float |
     report's text, compare's starts with a line for each run it skipped."""
     from analysis.compare import write_comparison
     from analysis.discovery import find_runs
+    from analysis.origins import mixed_origins
     from analysis.report import format_seed_table
     from analysis.verdicts import format_agreement, format_intervals
 
@@ -274,10 +275,12 @@ def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float |
         other = None if against is None else find_runs(_folders(against))
         if out is None:
             out = Path(commonpath([Path(f).resolve().parent for f in found.folders])) / "compare"
-        comparison, written = write_comparison(found.runs(), out, targets, baseline, metric,
+        runs = found.runs()
+        comparison, written = write_comparison(runs, out, targets, baseline, metric,
                                                against=None if other is None else other.runs())
     skipped = [*found.skipped, *(f"--against: {line}" for line in (other.skipped if other else []))]
-    text = [*skipped, format_seed_table(comparison.table), "", format_intervals(comparison.intervals)]
+    text = [*skipped, *mixed_origins(runs), format_seed_table(comparison.table), "",
+            format_intervals(comparison.intervals)]
     if comparison.agreement is not None:
         text += ["", format_agreement(comparison.agreement)]
     return _report("\n".join(text), written)

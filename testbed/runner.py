@@ -11,6 +11,7 @@ from typing import Callable
 
 from testbed import scenario as sc
 from testbed.errors import TestbedError, write_crash_log
+from testbed.provenance import made_with
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
         try:
             if trackers is not None:   # a tracker that cannot start stops the run before round 1
                 trackers.start(kept)
-            writer.facts |= resources.facts() | {"torch_threads": threads}
+            writer.facts |= resources.facts() | {"torch_threads": threads,
+                                                      "made_with": made_with(scenario.executor.device)}
             engine = Engine(exp, on_round, writer.checkpoint, start, resources, asker(watch.on_round, columns))
             engine.run()
             if engine.kit.ran_out_at is not None:  # no device could train again: said, not silent
