@@ -8,7 +8,7 @@ from collections import Counter
 
 from analysis.runs import Run
 
-ASPECTS = {"code": lambda m, r: m.get("commit") and (m["commit"][:10] + ("+uncommitted" if m.get("dirty") else "")),
+ASPECTS = {"code": lambda m, r: (m.get("code") or "")[:12],
            "torch": lambda m, r: m.get("torch"),
            "processor": lambda m, r: m.get("processor"),
            "threads": lambda m, r: r.summary.get("torch_threads")}

@@ -7,6 +7,8 @@ recorded which code made them.
 
 made_with(device) gives:
 - `testbed`: the package version;
+- `code`: the sha256 of the package's own source (every testbed/**/*.py, by path and content): the code that ran,
+  committed or not, from a checkout or a wheel; a commit that changes only docs or tests leaves it as it is;
 - `commit`: the git commit of the checkout the package runs from, None when it is not one (an installed wheel);
   `dirty`: whether its tracked files differ from that commit (a run of uncommitted code), None likewise;
 - `torch`: torch's version with its build tag (e.g. 2.13.0+cpu);
@@ -16,6 +18,7 @@ made_with(device) gives:
 from __future__ import annotations
 
 import functools
+import hashlib
 import platform
 import subprocess
 from pathlib import Path
@@ -27,8 +30,18 @@ PACKAGE = Path(testbed.__file__).resolve().parent
 
 def made_with(device: str = "cpu") -> dict:
     commit, dirty = code_version()
-    return {"testbed": testbed.__version__, "commit": commit, "dirty": dirty, "torch": torch_version(),
+    return {"testbed": testbed.__version__, "code": source_digest(), "commit": commit, "dirty": dirty,
+            "torch": torch_version(),
             "processor": gpu_name() if device == "cuda" else cpu_name()}
+
+
+@functools.cache
+def source_digest() -> str:
+    """sha256 over the package's .py files in path order, each as its relative path, a NUL, its bytes, a NUL."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 @functools.cache

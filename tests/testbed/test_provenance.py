@@ -1,6 +1,7 @@
 """What made a run (testbed/provenance.py): summary.json's made_with names the checkout's commit, torch's build and
 the processor, checked against git and torch themselves; and `testbed compare` says in one line when the runs it
 reads differ in any of them or in the thread count (analysis/origins.py)."""
+import hashlib
 import json
 import subprocess
 from types import SimpleNamespace
@@ -33,6 +34,20 @@ def test_made_with_names_the_checkouts_commit_torch_and_the_processor():
     assert isinstance(made["processor"], str) and made["processor"]
 
 
+def test_the_code_digest_is_sha256_over_the_packages_sources_by_hand(monkeypatch, tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "b.py").write_bytes(b"x = 1\n")
+    (tmp_path / "sub" / "a.py").write_bytes(b"y = 2\n")
+    (tmp_path / "notes.md").write_bytes(b"not code")
+    monkeypatch.setattr(provenance, "PACKAGE", tmp_path)
+    provenance.source_digest.cache_clear()
+    try:
+        expected = hashlib.sha256(b"b.py\0x = 1\n\0" + b"sub/a.py\0y = 2\n\0").hexdigest()
+        assert provenance.source_digest() == expected
+    finally:
+        provenance.source_digest.cache_clear()
+
+
 def test_outside_a_git_checkout_the_commit_is_unknown_not_guessed(monkeypatch, tmp_path):
     monkeypatch.setattr(provenance, "PACKAGE", tmp_path)
     provenance.code_version.cache_clear()
@@ -53,8 +68,8 @@ def test_a_runs_summary_records_made_with(tiny, tmp_path):
     assert summary["made_with"] == provenance.made_with() and summary["torch_threads"] == 1
 
 
-def _run(processor="AMD EPYC", threads=1, commit="a" * 40, dirty=False, recorded=True):
-    made = {"commit": commit, "dirty": dirty, "torch": "2.13.0+cpu", "processor": processor}
+def _run(processor="AMD EPYC", threads=1, code="c" * 64, recorded=True):
+    made = {"code": code, "commit": "a" * 40, "dirty": False, "torch": "2.13.0+cpu", "processor": processor}
     return SimpleNamespace(summary={"torch_threads": threads, **({"made_with": made} if recorded else {})})
 
 
@@ -70,8 +85,8 @@ def test_each_aspect_that_differs_gets_its_line_with_counts():
         "alone (README, 'Intervals, verdicts, and what depends on the machine')",
         "note: these runs differ in threads (1: 2, 2: 1 runs): trained numbers can differ by that alone (README, "
         "'Intervals, verdicts, and what depends on the machine')"]
-    code = mixed_origins([_run(), _run(dirty=True)])
-    assert len(code) == 1 and "code (aaaaaaaaaa: 1, aaaaaaaaaa+uncommitted: 1 runs)" in code[0]
+    code = mixed_origins([_run(), _run(code="d" * 64)])
+    assert len(code) == 1 and "code (cccccccccccc: 1, dddddddddddd: 1 runs)" in code[0]
 
 
 def test_runs_that_record_nothing_beside_runs_that_do_are_counted():
