@@ -8,7 +8,7 @@ from collections import Counter
 
 from analysis.runs import Run
 
-ASPECTS = {"code": lambda m, r: (m.get("code") or "")[:12],
+ASPECTS = {"code": lambda m, r: m.get("code") and m["code"][:12],
            "torch": lambda m, r: m.get("torch"),
            "processor": lambda m, r: m.get("processor"),
            "threads": lambda m, r: r.summary.get("torch_threads")}
@@ -20,7 +20,8 @@ def mixed_origins(runs: list[Run]) -> list[str]:
     known = [r for r in runs if isinstance(r.summary.get("made_with"), dict)]
     lines = []
     for aspect, value_of in ASPECTS.items():
-        counts = Counter(str(value_of(r.summary["made_with"], r)) for r in known)
+        # a run that did not record this aspect is not a version of it
+        counts = Counter(str(v) for v in (value_of(r.summary["made_with"], r) for r in known) if v is not None)
         if len(counts) > 1:
             each = ", ".join(f"{value}: {n}" for value, n in sorted(counts.items()))
             lines.append(f"note: these runs differ in {aspect} ({each} runs): trained numbers can differ by that "

@@ -89,6 +89,12 @@ def test_each_aspect_that_differs_gets_its_line_with_counts():
     assert len(code) == 1 and "code (cccccccccccc: 1, dddddddddddd: 1 runs)" in code[0]
 
 
+def test_an_aspect_a_run_did_not_record_is_not_a_version_of_it():
+    older = _run()
+    del older.summary["made_with"]["code"]
+    assert mixed_origins([_run(), older]) == []
+
+
 def test_runs_that_record_nothing_beside_runs_that_do_are_counted():
     assert mixed_origins([_run(), _run(recorded=False)]) == [
         "note: 1 of these runs do not record what made them (made before summary.json's made_with): they may come "
