@@ -14,6 +14,7 @@ import torch
 from testbed import scenario as sc
 from testbed.engine import Engine
 from testbed.errors import TestbedError
+from testbed.provenance import cpu_name
 
 HERE = Path(__file__).resolve().parent
 
@@ -116,14 +117,7 @@ def warm_up_torch_func() -> float:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (f"{cpu}, {cores} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
             f"numpy {np.__version__}, Python {platform.python_version()}")

@@ -170,4 +170,3 @@ def kept_rows(run: Path) -> list[dict]:
 def resumed_uplink(kept: list[dict]) -> int:
     """The uplink bytes of the rounds a resumed run keeps."""
     return int(sum(row["bytes_up"] for row in kept))
-
