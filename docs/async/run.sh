@@ -20,6 +20,12 @@ declare -A PROTOCOL=(
   [fedbuff_c20]='{kind: async, concurrency: 20, buffer_size: 10}'
   [fedasync_c10]='{kind: async, concurrency: 10, buffer_size: 1, mixing: 0.5, staleness: {kind: polynomial, a: 0.5}}'
 )
+for fleet in $FLEETS; do   # a misspelt name: one line, exit 2, before any run
+  case $fleet in low|medium|high|markov) ;; *) echo "FLEETS: unknown fleet '$fleet'; choose from: low medium high markov" >&2; exit 2 ;; esac
+done
+for protocol in $PROTOCOLS; do
+  [ -n "${PROTOCOL[$protocol]+x}" ] || { echo "PROTOCOLS: unknown protocol '$protocol'; choose from: ${!PROTOCOL[*]}" >&2; exit 2; }
+done
 threads=()
 [ -n "${THREADS:-}" ] && threads=(--set "executor.threads=$THREADS")
 jobs=()
