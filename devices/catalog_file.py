@@ -11,9 +11,13 @@ DeviceProfile's units exactly:
     train_W, up_W, down_W, idle_W   the whole device's watts training, sending,         optional: energy
                     receiving and idle (awake, waiting)
     memory_bytes    bytes of RAM a training process may use                             optional: memory limits
+    memory_Bps      memory bandwidth in bytes/s                                         optional: compute: latency
+    call_overhead_s seconds each dispatched operation costs beyond its work             optional: compute: latency
 
 and, for every figure it gives, `<figure>_source`: where that figure comes from, or "assumed: why" (the built-in
-catalog in devices/catalog.py documents each of its figures the same way).
+catalog in devices/catalog.py documents each of its figures the same way). A profile may also carry `latency`, the
+predictors `testbed calibrate` fitted on a real device (devices/latency.py: its format, its machine, its fitted
+terms); the calibration names its own origin (`latency.machine`), so it has no `_source`; YAML only.
 
 YAML: a list of profiles, each a mapping of those keys::
 
@@ -40,14 +44,16 @@ from pathlib import Path
 import yaml
 
 from .catalog import CATALOG
-from .profiles import POWER_FIELDS, RESOURCE_FIELDS, DeviceProfile
+from .latency import calibration_from_dict
+from .profiles import POWER_FIELDS, RESOURCE_FIELDS, ROOFLINE_FIELDS, DeviceProfile
 
 REQUIRED_FIGURES = ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s")
-FIGURES = REQUIRED_FIGURES + RESOURCE_FIELDS
+FIGURES = REQUIRED_FIGURES + RESOURCE_FIELDS + ROOFLINE_FIELDS
 UNITS = {"peak_flops": "FLOP/s", "efficiency": "a fraction of the peak", "up_Bps": "bytes/s", "down_Bps": "bytes/s",
-         "latency_s": "seconds", "memory_bytes": "bytes"} | {field: "watts" for field in POWER_FIELDS}
+         "latency_s": "seconds", "memory_bytes": "bytes", "memory_Bps": "bytes/s",
+         "call_overhead_s": "seconds"} | {field: "watts" for field in POWER_FIELDS}
 SOURCE_SUFFIX = "_source"
-KEYS = ("name",) + tuple(key for figure in FIGURES for key in (figure, figure + SOURCE_SUFFIX))
+KEYS = ("name",) + tuple(key for figure in FIGURES for key in (figure, figure + SOURCE_SUFFIX)) + ("latency",)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")  # a profile's name ends up in tables and plot labels
 SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".csv": "csv"}
 
@@ -86,7 +92,7 @@ def load_device_catalog(path) -> DeviceCatalog:
 
 def _yaml_entries(path: Path, text: str) -> list[tuple[str, dict]]:
     try:
-        entries = yaml.safe_load(text)
+        entries = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C: calibrations are long
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
@@ -147,6 +153,11 @@ def _profile(where: str, entry: dict) -> DeviceProfile:
                              "(a datasheet, a paper, a measurement) or 'assumed: why'")
         figures[figure] = _number(where, figure, value)
         sources.append(f"{figure}: {source.strip()}")
+    if entry.get("latency") is not None:
+        if isinstance(entry["latency"], str):
+            raise ValueError(f"{where}: latency: a calibration is a YAML mapping (testbed calibrate writes it); "
+                             "keep calibrated profiles in a YAML file")
+        figures["latency"] = calibration_from_dict(where, entry["latency"])
     try:
         return DeviceProfile(name=name, source="; ".join(sources), **figures)
     except ValueError as err:  # its message starts with the field: "efficiency must be a number in (0, 1], got 2"

@@ -2,13 +2,16 @@
 and where the figures come from."""
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Real
 
 _POSITIVE_FIELDS = ("peak_flops", "up_Bps", "down_Bps")
 # Resource figures: None where a profile has none; a scenario that models the resource then asks for one.
 POWER_FIELDS = ("train_W", "up_W", "down_W", "idle_W")
 RESOURCE_FIELDS = POWER_FIELDS + ("memory_bytes",)
+# The latency clock's roofline figures (testbed/latency/): None where a profile has none; `compute: latency` then
+# asks for them, unless the profile carries a calibration.
+ROOFLINE_FIELDS = ("memory_Bps", "call_overhead_s")
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class DeviceProfile:
     down_W: float | None = None
     idle_W: float | None = None
     memory_bytes: float | None = None  # RAM a training process may use (total RAM less the OS and apps)
+    memory_Bps: float | None = None    # memory bandwidth, bytes/s (the latency clock's roofline)
+    call_overhead_s: float | None = None  # seconds each dispatched operation costs beyond its work (the same)
+    latency: object = field(default=None, compare=False)   # a calibration (devices/latency.Calibrated) or None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -41,10 +47,14 @@ class DeviceProfile:
             _set_number(self, field, lambda x: x > 0, "a finite number > 0")
         _set_number(self, "efficiency", lambda x: 0 < x <= 1, "a number in (0, 1]")
         _set_number(self, "latency_s", lambda x: x >= 0, "a finite number >= 0")
-        for field in RESOURCE_FIELDS:
-            if getattr(self, field) is not None:
-                _set_number(self, field, lambda x: x >= 0 if field in POWER_FIELDS else x > 0,
-                            "a finite number >= 0" if field in POWER_FIELDS else "a finite number > 0")
+        for name in RESOURCE_FIELDS:
+            if getattr(self, name) is not None:
+                _set_number(self, name, lambda x: x >= 0 if name in POWER_FIELDS else x > 0,
+                            "a finite number >= 0" if name in POWER_FIELDS else "a finite number > 0")
+        if self.memory_Bps is not None:
+            _set_number(self, "memory_Bps", lambda x: x > 0, "a finite number > 0")
+        if self.call_overhead_s is not None:
+            _set_number(self, "call_overhead_s", lambda x: x >= 0, "a finite number >= 0")
 
     @property
     def train_flops_per_s(self) -> float:

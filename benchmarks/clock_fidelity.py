@@ -1,0 +1,178 @@
+"""How well each clock predicts a real training step on this machine (issue 43).
+
+1. Calibrate (testbed calibrate's code, --budget seconds, one torch thread), or read --profile FILE.
+2. Time real training steps (trace.py's step: forward, cross-entropy, backward, SGD update; one thread; the fastest
+   of --rounds medians, in rounds over all cases, as testbed/latency/timing.py explains) of every built-in model at widths 1, 0.5 and 0.25 and batch sizes 10 and 32, and of models that
+   calibration never ran (OWN below: depthwise convolutions, an attention block, a wide MLP, a GRU).
+3. Predict each with the latency clock (the calibrated file) and with the FLOP clock at its single best efficiency
+   fitted on the same measurements (the geometric mean of measured / counted-FLOPs seconds).
+Errors are |predicted / measured - 1|, raw and after one common scale factor per clock (the geometric mean of
+measured / predicted over the zoo cases: it separates the VM's drift between calibration and measurement from
+the predictor's shape). Each case is printed as it is measured, then the summary; --csv writes the cases.
+
+    python benchmarks/clock_fidelity.py [--budget 180] [--profile FILE] [--out FILE] [--csv FILE] [--skip NAME ...]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from _harness import machine
+from testbed.flops import forward_flops_per_sample, training_flops
+from testbed.latency.calibrate import Measurement, calibrate
+from testbed.latency.networks import Workload
+from testbed.latency.timing import Fastest
+from testbed.latency.trace import trace_step
+from testbed.models import MODELS
+from testbed.models.summary import REFERENCE_INPUTS
+
+WIDTHS = (1.0, 0.5, 0.25)
+BATCHES = (10, 32)
+# Left out to keep the run under 10 minutes on 2 cores: their steps take seconds each at batch 32
+SLOW = {("vgg16", 1.0, 32), ("vgg16_gn", 1.0, 32), ("resnet18", 1.0, 32)}
+
+
+class DepthwiseNet(nn.Module):
+    """MobileNet-style blocks: depthwise 3x3 then pointwise 1x1, batch norm and ReLU6."""
+
+    def __init__(self):
+        super().__init__()
+        layers, c = [nn.Conv2d(3, 16, 3, 2, 1), nn.BatchNorm2d(16), nn.ReLU6()], 16
+        for out, stride in ((24, 1), (32, 2), (64, 2)):
+            layers += [nn.Conv2d(c, c, 3, stride, 1, groups=c), nn.BatchNorm2d(c), nn.ReLU6(),
+                       nn.Conv2d(c, out, 1), nn.BatchNorm2d(out), nn.ReLU6()]
+            c = out
+        self.body = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+class AttentionNet(nn.Module):
+    """A token embedding, one transformer encoder layer (4 heads), mean pooling, a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(1000, 64)
+        self.encoder = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x)).mean(1))
+
+
+class GRUNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(9, 64, num_layers=2, batch_first=True)
+        self.head = nn.Linear(64, 6)
+
+    def forward(self, x):
+        return self.head(self.gru(x)[0][:, -1])
+
+
+OWN = {
+    "own_depthwise": (DepthwiseNet, torch.zeros(1, 3, 32, 32)),
+    "own_attention": (AttentionNet, torch.zeros(1, 20, dtype=torch.long)),
+    "own_wide_mlp": (lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024),
+                                           nn.ReLU(), nn.Linear(1024, 10)), torch.zeros(1, 1, 28, 28)),
+    "own_gru": (GRUNet, torch.zeros(1, 50, 9)),
+}
+
+
+def cases(skip: set[str]):
+    """(label, model, sample, batch, own): the zoo at WIDTHS x BATCHES, then OWN at BATCHES."""
+    for name, ref in REFERENCE_INPUTS.items():
+        for width in WIDTHS:
+            for batch in BATCHES:
+                if name in skip or (name, width, batch) in SLOW:
+                    continue
+                example = ref.example()
+                model = MODELS[name](tuple(example.shape[1:]), ref.num_classes, width)
+                yield f"{name}@{width:g} x{batch}", model, example, batch, False
+    for name, (factory, example) in OWN.items():
+        for batch in BATCHES:
+            torch.manual_seed(0)
+            yield f"{name} x{batch}", factory(), example, batch, True
+
+
+def errors(predicted: np.ndarray, measured: np.ndarray, scale: float) -> np.ndarray:
+    return np.abs(scale * predicted / measured - 1)
+
+
+def summary(label: str, predicted: np.ndarray, measured: np.ndarray, zoo: np.ndarray) -> list[str]:
+    scale = math.exp(float(np.mean(np.log(measured[zoo] / predicted[zoo]))))
+    lines = []
+    for part, mask in (("zoo", zoo), ("own", ~zoo)):
+        for name, s in (("raw", 1.0), ("common factor", scale)):
+            e = errors(predicted[mask], measured[mask], s)
+            lines.append(f"{label:13s} {part} {name:13s} within 10%: {np.mean(e <= 0.10):5.1%}  within 15%: "
+                         f"{np.mean(e <= 0.15):5.1%}  within 20%: {np.mean(e <= 0.20):5.1%}  median error "
+                         f"{np.median(e):6.1%}  ({mask.sum()} cases)")
+    lines.append(f"{label:13s} common factor {scale:.3f}")
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=180.0)
+    parser.add_argument("--profile", help="a calibrated device file to use instead of calibrating")
+    parser.add_argument("--out", help="where to write the calibrated device file")
+    parser.add_argument("--csv", help="write every case here")
+    parser.add_argument("--skip", nargs="*", default=[])
+    parser.add_argument("--rounds", type=int, default=4, help="rounds of measurement over all cases")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    print(machine())
+    if args.profile:
+        from testbed.latency.clock import calibration_of
+        model = calibration_of(args.profile)
+    else:
+        start = time.perf_counter()
+        model = calibrate(args.budget)
+        print(f"calibrated in {time.perf_counter() - start:.0f} s: {model.machine['networks']} networks")
+        if args.out:
+            from testbed.latency.device_file import write_device_file
+            write_device_file(args.out, model, "calibrated")
+    rows, steps = [], []
+    for label, net, example, batch, own in cases(set(args.skip)):
+        latency, _ = model.step_seconds(trace_step(net, example, batch))
+        flops = 2 * training_flops(forward_flops_per_sample(net, example), batch)
+        rows.append({"case": label, "own": own, "latency_ms": latency * 1e3, "flops": flops})
+        steps.append(Measurement(Workload(net, example, batch, label), "cpu"))
+    fastest = Fastest()
+    for r in range(args.rounds):
+        fastest.add({i: m.step_seconds(0.2) for i, m in enumerate(steps)})
+        print(f"round {r + 1} of {args.rounds} measured", flush=True)
+    for i, row in enumerate(rows):
+        row["measured_ms"] = fastest.best[i] * 1e3
+        print(f"{row['case']:28s} measured {row['measured_ms']:9.3f} ms  latency clock {row['latency_ms']:9.3f} ms "
+              f"({row['latency_ms'] / row['measured_ms']:5.2f}x)")
+    measured = np.array([r["measured_ms"] for r in rows])
+    zoo = ~np.array([r["own"] for r in rows])
+    flops = np.array([r["flops"] for r in rows], float)
+    rate = math.exp(float(np.mean(np.log(flops[zoo] / measured[zoo]))))   # the FLOP clock's best single rate
+    for r in rows:
+        r["flop_clock_ms"] = r["flops"] / rate
+    print(f"FLOP clock's best single rate: {rate / 1e6:.2f} GFLOP/s (two per multiply-add)")
+    for line in summary("latency clock", np.array([r["latency_ms"] for r in rows]), measured, zoo) + \
+            summary("FLOP clock", np.array([r["flop_clock_ms"] for r in rows]), measured, zoo):
+        print(line)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

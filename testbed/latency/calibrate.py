@@ -1,0 +1,172 @@
+"""`testbed calibrate`: measure this machine's training ops and fit the latency clock's predictors to them.
+
+What it runs: small networks, one kind of layer each (networks.py: convolutions at the zoo's shapes and sampled
+ones, grouped and depthwise; linear layers; batch, group and layer norms; max and average pooling; activations;
+LSTM and GRU; embeddings), at sampled batch sizes, each trained for real with the step trace.py defines (its
+optimizer's update included). For each network it times
+- every distinct op of its step, replayed alone (median of repeats): the samples of that op name's predictor;
+- the whole step (median of repeats): the samples of the step terms (devices/latency.py).
+Networks are drawn from a seeded generator until the budget is spent (the fit takes the last few seconds), so two
+calibrations of one machine measure the same networks in the same order.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import statistics
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from devices.latency import GROUPS, Calibrated, Roofline, fit_op
+from testbed.latency.networks import Workload, workloads
+from testbed.latency.timing import Fastest, median_seconds, sync
+from testbed.latency.trace import Recorder, _batch, default_optimizer, run_step, trace_step
+
+FIT_SHARE = 0.9          # of the budget spent measuring; the rest is left for the fit and the file
+MIN_SAMPLES = 1          # an op name needs this many measured samples for a predictor of its own
+FIRST_ROUND = 0.4        # of the measuring time spent on new networks; the rest re-measures them (timing.py)
+STEP_BURST_S = 0.05      # a step's median is over repeats that fit in this (at least 3)
+OP_STEPS = 5            # steps whose ops are timed, per network (the median of each op's times)
+MAX_SAMPLES = 160        # an op name keeps at most this many for its nearest-neighbour factor (the file's size)
+
+
+class Measurement:
+    """One network's real step: its tensors, its time, and its ops' times inside it, the fastest of its rounds."""
+
+    def __init__(self, work: Workload, device: str):
+        self.work, self.device = work, device
+        self.model = work.model.to(device)
+        self.params = {n: p.detach().clone().requires_grad_(True) for n, p in self.model.named_parameters()}
+        self.buffers = {n: b.detach().clone() for n, b in self.model.named_buffers()}
+        self.x = _batch(work.sample, work.batch_size).to(device)
+        self.optimizer = default_optimizer()
+        self.state = self.optimizer.init({n: p.detach() for n, p in self.params.items()})
+        self.ops: tuple = ()
+        self.fastest = Fastest()
+
+    def step(self):
+        return run_step(self.model, self.params, self.buffers, self.x, self.optimizer, self.state)
+
+    def step_seconds(self, budget_s: float) -> float:
+        return median_seconds(self.step, self.device, budget_s)
+
+    def op_seconds(self, steps: int = OP_STEPS) -> tuple[tuple, list[float]]:
+        """The step's ops, each timed inside it (trace.Recorder): (ops, the median of each over `steps` steps)."""
+        def clock() -> float:
+            sync(self.device)
+            return time.perf_counter()
+
+        runs = []
+        for _ in range(steps):
+            recorder = Recorder(clock)
+            with recorder:
+                self.step()
+            runs.append(recorder)
+        ops = tuple(runs[0].ops)
+        runs = [r for r in runs if tuple(r.ops) == ops]   # a step that dispatched otherwise is left out
+        return ops, [statistics.median(r.seconds[i] for r in runs) for i in range(len(ops))]
+
+    def take(self) -> None:
+        """One round: the step's time and its ops' times."""
+        self.ops, seconds = self.op_seconds()
+        self.fastest.add({"step": self.step_seconds(STEP_BURST_S)} | dict(enumerate(seconds)))
+
+    def samples(self) -> list[tuple[object, float]]:
+        return [(op, self.fastest.best[i]) for i, op in enumerate(self.ops)]
+
+
+def measure(budget_s: float, device: str = "cpu", progress=None, seed: int = 0) -> list[Measurement]:
+    """Networks measured in rounds (timing.py): new networks for FIRST_ROUND of the measuring time, then rounds
+    over the same ones until FIT_SHARE of the budget is spent."""
+    nets: list[Measurement] = []
+    start, end = time.perf_counter(), FIT_SHARE * budget_s
+    elapsed = lambda: time.perf_counter() - start   # noqa: E731
+    for work in workloads(seed):
+        if elapsed() > FIRST_ROUND * end:
+            break
+        nets.append(Measurement(work, device))
+        nets[-1].take()
+        _tell(progress, elapsed() / end, work.label)
+    while elapsed() < end:
+        for m in nets:
+            if elapsed() >= end:
+                break
+            m.take()
+            _tell(progress, elapsed() / end, m.work.label)
+    return nets
+
+
+def _tell(progress, fraction: float, label: str) -> None:
+    if progress is not None:
+        progress(min(fraction, 1.0), label)
+
+
+def _fallback(ops: dict[str, list]) -> Roofline:
+    """A roofline from the measured ops, for op names never measured: the best FLOP rate and byte rate seen (over
+    ops that moved or computed enough to time it) and the median time of the cheapest ops."""
+    flop_rates = [op.flops / s for samples in ops.values() for op, s in samples if op.flops > 1e7]
+    byte_rates = [op.nbytes / s for samples in ops.values() for op, s in samples if op.nbytes > 1e6 and not op.flops]
+    cheapest = sorted(s for samples in ops.values() for _, s in samples)[: max(1, sum(map(len, ops.values())) // 10)]
+    return Roofline(_high(flop_rates), _high(byte_rates), statistics.median(cheapest))
+
+
+def _high(rates: list[float]) -> float:
+    """A rate the machine sustains at its best: the 90th percentile of those measured (the very best is often
+    one op whose operands sat in cache)."""
+    return float(np.percentile(rates, 90)) if rates else 1e9
+
+
+def fit(nets: list[Measurement], machine: dict) -> Calibrated:
+    """The predictors of devices/latency.py from the measurements."""
+    ops: dict[str, list] = defaultdict(list)
+    for m in nets:
+        for op, seconds in m.samples():
+            ops[op.name].append((op, seconds))
+    steps = [(trace_step(m.work.model.cpu(), m.work.sample, m.work.batch_size), m.fastest.best["step"]) for m in nets]
+    fits = {name: fit_op([op for op, _ in samples], [s for _, s in samples], MAX_SAMPLES)
+            for name, samples in ops.items() if len(samples) >= MIN_SAMPLES}
+    partial = Calibrated(fits, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0, _fallback(ops), machine)
+    rows, measured = [], []
+    for trace, seconds in steps:
+        groups = partial.group_seconds(trace)
+        rows.append([groups[g] for g in GROUPS] + [len(trace), 1.0])
+        measured.append(seconds)
+    coef = _fit_step(np.array(rows), np.array(measured))
+    scale = {g: (c if c > 0 else 1.0) for g, c in zip(GROUPS, coef)}   # a group no network ran: as measured alone
+    return Calibrated(fits, scale, coef[-2], coef[-1], partial.fallback, machine)
+
+
+def _fit_step(rows: np.ndarray, measured: np.ndarray) -> list[float]:
+    """Non-negative terms of rows @ terms = measured, least squares on relative error."""
+    from scipy.optimize import nnls
+    design = rows / measured[:, None]
+    scales = np.where(np.abs(design).max(axis=0) > 0, np.abs(design).max(axis=0), 1.0)
+    coef, _ = nnls(design / scales, np.ones_like(measured))
+    return [float(c) for c in coef / scales]
+
+
+def machine_record(device: str, threads: int, budget_s: float, nets: list[Measurement]) -> dict:
+    """What was measured, for the device file: the processor (or GPU), threads, torch build, when, how many
+    networks, and the median FLOP/s of their training steps (the FLOP clock's efficiency for this device)."""
+    from testbed.provenance import cpu_name
+    processor = torch.cuda.get_device_name() if device == "cuda" else cpu_name()
+    return {"processor": processor, "device": device, "threads": threads, "torch": str(torch.__version__),
+            "measured": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "budget_s": budget_s, "networks": len(nets), "rounds": min(m.fastest.rounds for m in nets),
+            "training_flops_per_s": float(np.median([sum(op.flops for op in m.ops) / m.fastest.best["step"]
+                                                     for m in nets]))}
+
+
+def calibrate(budget_s: float = 180.0, device: str = "cpu", threads: int = 1, progress=None,
+              seed: int = 0) -> Calibrated:
+    """Measure this machine (its CPU at `threads` torch threads, or its GPU) and fit the latency predictors."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        nets = measure(budget_s, device, progress, seed)
+        return fit(nets, machine_record(device, threads, budget_s, nets))
+    finally:
+        torch.set_num_threads(before)

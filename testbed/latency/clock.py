@@ -1,0 +1,129 @@
+"""The latency clock (a scenario's `compute: latency`): a device's compute phase is the predicted time of the steps
+it runs, on its profile's predictor, instead of its counted FLOPs over one FLOP/s.
+
+Exact semantics:
+- A task's compute seconds = sum over its minibatches of step_seconds(network, batch size, predictor) / z, where
+  the minibatches are its local optimizer's schedule (LocalSchedule.batch_sizes: the full batches and each
+  epoch's last short one), and z is the device's capability that round (fleet tiers; 1 without): a tier divides
+  the whole step time, as it divides the FLOP/s on the FLOP clock. Fluctuating speed (devices/rates.py) scales
+  it over time as it scales FLOP/s.
+- step_seconds is devices/latency.py's prediction for the ops of trace.py's step: the forward pass, the
+  cross-entropy loss, the backward pass and the update of the strategy's own local optimizer (its `client`).
+- The network a device runs is what it holds: a task whose downlink is a submodel payload (UnitMasked: HeteroFL,
+  FjORD, FedRolex, eFD, FedMP, FedAP's and HRank's pruned models) runs that shrunk dense network (shrink.py), timed
+  at its own shapes; a device that receives the whole model and masks it (FedLPS, IMC's unstructured masks) runs
+  the dense shape, since no smaller dense network exists (a masked FedLPS unit still feeds its bias forward) and
+  a runtime without sparse kernels computes every entry.
+- The predictor of a device is its profile's calibration where it has one (`testbed calibrate`), else the
+  roofline of its figures (peak_flops x efficiency, memory_Bps, call_overhead_s).
+- Only the clock changes: bytes, counted FLOPs (rounds.csv's `flops`) and the algorithms' own cost estimates
+  (P-UCBV's local cost, Oort's durations, FedCS's deadline planning) are what the algorithm can know, as before.
+  Energy is power x phase time, so it follows the predicted time.
+- An op the calibration never measured is charged by the calibration's fallback roofline, reported once per op
+  name and profile on stderr.
+Predictions are cached per (profile, network shape, batch size), and traces per (network shape, batch size).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from devices.latency import Calibrated, Roofline
+from devices.profiles import DeviceProfile
+from testbed.latency.shrink import shape_key, shrunk
+from testbed.latency.trace import trace_step
+
+FULL = ((), ())   # the shape key of the model itself
+
+
+def predictor_of(profile: DeviceProfile) -> Calibrated | Roofline:
+    """A profile's latency predictor: its calibration, else the roofline of its figures."""
+    if profile.latency is not None:
+        return profile.latency
+    missing = [f for f in ("memory_Bps", "call_overhead_s") if getattr(profile, f) is None]
+    if missing:
+        raise ValueError(f"profile {profile.name} has no {missing[0]} for compute: latency; give it "
+                         f"{' and '.join(missing)} (with their sources) in its catalog file, or calibrate the device "
+                         "with testbed calibrate")
+    return Roofline(profile.peak_flops * profile.efficiency, profile.memory_Bps, profile.call_overhead_s)
+
+
+def profile_named(profile: str | Path | DeviceProfile) -> DeviceProfile:
+    """A profile from a built-in catalog name or a device file's path (its first profile)."""
+    if isinstance(profile, DeviceProfile):
+        return profile
+    from devices.catalog import CATALOG
+    if isinstance(profile, str) and profile in CATALOG:
+        return CATALOG[profile]
+    path = Path(profile)
+    if not path.exists():
+        raise ValueError(f"profile {str(profile)!r} is neither a built-in profile ({', '.join(CATALOG)}) nor a "
+                         "device file; give a catalog name or the path of a file testbed calibrate wrote")
+    from devices.catalog_file import load_device_catalog
+    return next(iter(load_device_catalog(path).profiles.values()))
+
+
+def calibration_of(profile) -> Calibrated | Roofline:
+    return predictor_of(profile_named(profile))
+
+
+class StepClock:
+    """Predicted step and task seconds of one model (and its shrunk networks) on any profile, cached."""
+
+    def __init__(self, model: torch.nn.Module, sample: torch.Tensor, optimizer=None, report=None):
+        self.model, self.sample, self.optimizer = model, sample[:1], optimizer
+        self._networks: dict[tuple, torch.nn.Module] = {FULL: model}
+        self._traces: dict[tuple, tuple] = {}
+        self._seconds: dict[tuple, float] = {}
+        self._reported: set[tuple[str, str]] = set()
+        self._report = report or (lambda line: print(line, file=sys.stderr))
+
+    def network_of(self, down) -> tuple:
+        """The shape key of the network a task runs, from the codec it receives (module docstring)."""
+        rows, columns = getattr(down, "masks", None), getattr(down, "columns", None)
+        if not rows and not columns or not hasattr(down, "columns"):
+            return FULL
+        key = shape_key(rows, columns)
+        if key not in self._networks:
+            self._networks[key] = shrunk(self.model, rows, columns)
+        return key
+
+    def trace(self, key: tuple, batch_size: int) -> tuple:
+        if (key, batch_size) not in self._traces:
+            self._traces[key, batch_size] = trace_step(self._networks[key], self.sample, batch_size, self.optimizer)
+        return self._traces[key, batch_size]
+
+    def step_seconds(self, profile: DeviceProfile, batch_size: int, key: tuple = FULL) -> float:
+        cache = (profile.name, id(profile), key, batch_size)
+        if cache not in self._seconds:
+            seconds, unknown = predictor_of(profile).step_seconds(self.trace(key, batch_size))
+            for name, count in unknown.items():
+                self._tell(profile, name, count)
+            self._seconds[cache] = seconds
+        return self._seconds[cache]
+
+    def task_seconds(self, profile: DeviceProfile, batch_sizes: list[int], key: tuple = FULL) -> float:
+        """The steps of one task: each distinct batch size's step time x how many there are."""
+        return math.fsum(count * self.step_seconds(profile, b, key) for b, count in sorted(Counter(batch_sizes).items()))
+
+    def _tell(self, profile: DeviceProfile, op: str, count: int) -> None:
+        if (profile.name, op) in self._reported:
+            return
+        self._reported.add((profile.name, op))
+        fallback = profile.latency.fallback
+        self._report(f"latency clock: aten.{op} ({count} a step) was never measured in {profile.name}'s calibration; "
+                     f"charged by its roofline ({fallback.flops_per_s / 1e9:.3g} GFLOP/s, "
+                     f"{fallback.memory_Bps / 1e9:.3g} GB/s, {fallback.call_overhead_s * 1e6:.3g} us a call)")
+
+
+def step_time(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, profile, optimizer=None) -> float:
+    """Predicted seconds of one training step of `model` on a batch of `batch_size` inputs like `sample` (one
+    input with its batch dimension), on `profile` (a built-in profile's name, a device file's path or a
+    DeviceProfile): the number a `compute: latency` run charges for that step (before a capability tier)."""
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    return StepClock(model, sample, optimizer).step_seconds(profile_named(profile), batch_size)

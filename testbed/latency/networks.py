@@ -1,0 +1,202 @@
+"""The networks a calibration trains: one layer each, followed by a flatten and a linear classifier.
+
+Two sources, taken in turn (the second: one layer, a small 2-D CNN, an MLP or recurrent net, a 1-D CNN):
+- the zoo's own layers: every leaf layer of every built-in model at its reference input, at widths 1, 0.5 and 0.25
+  (the submodel methods' shrunk networks), with the input shape it sees there;
+- sampled layers, for the models calibration never saw: convolutions (1-D, 2-D, grouped, depthwise) of sampled
+  channels, kernels, strides and sizes; linear layers; batch, group and layer norms; max and average pooling;
+  ReLU, tanh, GELU; LSTM and GRU; embeddings.
+Each comes at a sampled batch size, cut so that its step stays under MAX_STEP_FLOPS (a calibration measures many
+networks rather than a few large ones; the predictors carry a large layer's rate from its nearest samples).
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+BATCH_SIZES = (1, 2, 3, 4, 5, 8, 10, 16, 20, 32)
+WIDTHS = (1.0, 0.5, 0.25)
+MAX_STEP_FLOPS = 4e9        # two per multiply-add, forward and backward
+CLASSES = 10
+_NO_WORK = (nn.Flatten, nn.Dropout, nn.Identity)   # layers that train nothing of their own
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: nn.Module
+    sample: torch.Tensor     # one input with its batch dimension
+    batch_size: int
+    label: str
+
+
+class _FirstOutput(nn.Module):
+    """A layer whose output is a tuple (LSTM, GRU): its first element goes on."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        out = self.layer(x)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def one_layer(layer: nn.Module, sample: torch.Tensor) -> nn.Module:
+    """layer -> flatten -> a linear classifier of CLASSES."""
+    body = _FirstOutput(layer)
+    with torch.no_grad():
+        features = body(sample).flatten(1).shape[1]
+    return nn.Sequential(body, nn.Flatten(), nn.Linear(features, CLASSES))
+
+
+def _step_flops(layer_flops_per_sample: float) -> float:
+    return 3 * 2 * layer_flops_per_sample
+
+
+def zoo_layers() -> list[tuple[nn.Module, torch.Tensor, str]]:
+    """Every distinct leaf layer of the zoo's models at WIDTHS, with one input as it sees it there."""
+    from testbed.models import MODELS
+    from testbed.models.summary import REFERENCE_INPUTS
+    found: dict[tuple, tuple[nn.Module, torch.Tensor, str]] = {}
+    for name, width in itertools.product(REFERENCE_INPUTS, WIDTHS):
+        ref = REFERENCE_INPUTS[name]
+        example = ref.example()
+        try:
+            model = MODELS[name](tuple(example.shape[1:]), ref.num_classes, width)
+        except (ValueError, TypeError):   # a model without a width
+            continue
+        hooks = []
+
+        def record(module, inputs, output, model_name=f"{name}@{width:g}"):
+            x = inputs[0]
+            if not isinstance(x, torch.Tensor):
+                return
+            key = (repr(module), tuple(x.shape[1:]), x.dtype)
+            if key not in found:
+                found[key] = (copy.deepcopy(module), x[:1].detach().clone(), f"{model_name}:{type(module).__name__}")
+
+        for module in model.modules():
+            if not list(module.children()) and not isinstance(module, _NO_WORK):
+                hooks.append(module.register_forward_hook(record))
+        with torch.no_grad():
+            model.eval()(example)
+        for h in hooks:
+            h.remove()
+    return list(found.values())
+
+
+def _sampled_layer(rng: np.random.Generator) -> tuple[nn.Module, torch.Tensor, str]:
+    kind = rng.choice(["conv2d", "conv2d", "conv2d", "depthwise", "conv1d", "linear", "linear", "norm", "pool",
+                       "activation", "lstm", "gru", "embedding"])
+    pick = lambda options: int(rng.choice(options))   # noqa: E731
+    if kind in ("conv2d", "depthwise"):
+        cin = pick([1, 3, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256])
+        cout = cin if kind == "depthwise" else pick([4, 8, 16, 24, 32, 48, 64, 96, 128, 256])
+        k, side = pick([1, 3, 3, 5, 7]), pick([4, 7, 8, 14, 16, 28, 32])
+        layer = nn.Conv2d(cin, cout, k, stride=pick([1, 1, 2]), padding=k // 2,
+                          groups=cin if kind == "depthwise" else 1, bias=bool(rng.integers(2)))
+        return layer, torch.randn(1, cin, side, side), kind
+    if kind == "conv1d":
+        cin, cout, k = pick([1, 3, 6, 9, 16, 32, 64]), pick([8, 16, 32, 64, 128]), pick([3, 5, 9])
+        return nn.Conv1d(cin, cout, k, padding=k // 2), torch.randn(1, cin, pick([32, 64, 128, 256])), kind
+    if kind == "linear":
+        fin, fout = pick([16, 32, 60, 64, 128, 200, 256, 512, 784, 1024, 2048]), pick([10, 32, 64, 128, 256, 512,
+                                                                                         1024, 2048])
+        return nn.Linear(fin, fout), torch.randn(1, fin), kind
+    if kind in ("norm", "pool", "activation"):
+        channels, side = pick([4, 8, 16, 32, 64, 128, 256]), pick([4, 8, 16, 28, 32])
+        layer = {"norm": lambda: [nn.BatchNorm2d(channels), nn.GroupNorm(2 if channels > 2 else 1, channels),
+                                  nn.LayerNorm([channels, side, side])][pick([0, 1, 2])],
+                 "pool": lambda: [nn.MaxPool2d(2), nn.AvgPool2d(2), nn.AdaptiveAvgPool2d(1)][pick([0, 1, 2])],
+                 "activation": lambda: [nn.ReLU(), nn.Tanh(), nn.GELU(), nn.Sigmoid()][pick([0, 1, 2, 3])]}[kind]()
+        return layer, torch.randn(1, channels, side, side), f"{kind}:{type(layer).__name__}"
+    if kind in ("lstm", "gru"):
+        fin, hidden, steps = pick([8, 16, 32, 64, 128]), pick([16, 32, 64, 128, 256]), pick([5, 10, 20, 40, 80])
+        layer = (nn.LSTM if kind == "lstm" else nn.GRU)(fin, hidden, num_layers=pick([1, 1, 2]), batch_first=True)
+        return layer, torch.randn(1, steps, fin), kind
+    vocab, dim, steps = pick([80, 1000, 10000]), pick([8, 32, 64, 128]), pick([10, 40, 80])
+    return nn.Embedding(vocab, dim), torch.zeros(1, steps, dtype=torch.long), kind
+
+
+def _conv_stack(rng: np.random.Generator, dims: int) -> tuple[nn.Module, torch.Tensor, str]:
+    """A small CNN (2-D or 1-D): 1-4 blocks of convolution (sometimes depthwise), norm, activation, pooling."""
+    pick = lambda options: options[int(rng.integers(len(options)))]   # noqa: E731
+    conv, bn, pool = ((nn.Conv2d, nn.BatchNorm2d, nn.MaxPool2d) if dims == 2 else
+                      (nn.Conv1d, nn.BatchNorm1d, nn.MaxPool1d))
+    channels, side = pick([1, 3, 6, 9]), pick([8, 16, 28, 32] if dims == 2 else [32, 64, 128])
+    sample = torch.randn(1, channels, *([side] * dims))
+    layers = []
+    for _ in range(int(rng.integers(1, 5))):
+        k = pick([1, 3, 3, 5])
+        if channels > 1 and rng.random() < 0.2:
+            layers.append(conv(channels, channels, k, padding=k // 2, groups=channels))
+        out = pick([8, 16, 24, 32, 48, 64, 96, 128, 192, 256])
+        layers.append(conv(channels, out, k, padding=k // 2))
+        channels = out
+        norm = pick(["none", "batch", "group"])
+        if norm != "none":
+            layers.append(bn(channels) if norm == "batch" else nn.GroupNorm(math.gcd(channels, 4), channels))
+        layers.append(pick([nn.ReLU, nn.ReLU6, nn.Tanh])())
+        if side >= 8 and rng.random() < 0.6:
+            layers.append(pool(2))
+            side //= 2
+    return nn.Sequential(*layers), sample, f"cnn{dims}d x{len(layers)}"
+
+
+def _dense_stack(rng: np.random.Generator) -> tuple[nn.Module, torch.Tensor, str]:
+    """An MLP of 1-3 hidden layers, or a recurrent net (embedding or features, LSTM or GRU)."""
+    pick = lambda options: options[int(rng.integers(len(options)))]   # noqa: E731
+    if rng.random() < 0.6:
+        width, layers = pick([32, 60, 64, 100, 200, 256, 784, 1024]), []
+        sample = torch.randn(1, width)
+        for _ in range(int(rng.integers(1, 4))):
+            out = pick([32, 64, 128, 200, 256, 512, 1024, 2048])
+            layers += [nn.Linear(width, out), pick([nn.ReLU, nn.Tanh, nn.GELU])()]
+            width = out
+        return nn.Sequential(*layers), sample, f"mlp x{len(layers) // 2}"
+    steps, hidden = pick([5, 10, 20, 40, 80]), pick([16, 32, 64, 128, 256])
+    rnn = pick([nn.LSTM, nn.GRU])
+    if rng.random() < 0.5:
+        vocab, dim = pick([80, 1000, 10000]), pick([8, 32, 64])
+        body = nn.Sequential(nn.Embedding(vocab, dim), _FirstOutput(rnn(dim, hidden, pick([1, 2]), batch_first=True)))
+        return body, torch.zeros(1, steps, dtype=torch.long), f"embedding+{rnn.__name__}"
+    features = pick([3, 6, 9, 16, 32])
+    return _FirstOutput(rnn(features, hidden, pick([1, 2]), batch_first=True)), torch.randn(1, steps, features), \
+        rnn.__name__
+
+
+def _fitted_batch(model: nn.Module, sample: torch.Tensor, rng: np.random.Generator) -> int:
+    """A sampled batch size, halved until the step's FLOPs fit MAX_STEP_FLOPS."""
+    from testbed.flops import flop_counts
+    per_sample = flop_counts(model, sample)[0] if sample.is_floating_point() else 0
+    batch = int(rng.choice(BATCH_SIZES))
+    while batch > 1 and _step_flops(per_sample) * batch > MAX_STEP_FLOPS:
+        batch //= 2
+    return batch
+
+
+def _sampled(rng: np.random.Generator, i: int) -> tuple[nn.Module, torch.Tensor, str]:
+    """Sampled networks in turn: a layer, a 2-D CNN, a dense or recurrent net, a 1-D CNN."""
+    kind = i % 4
+    return (_sampled_layer(rng) if kind == 0 else _conv_stack(rng, 2) if kind == 1 else _dense_stack(rng)
+            if kind == 2 else _conv_stack(rng, 1))
+
+
+def workloads(seed: int = 0) -> Iterator[Workload]:
+    """The zoo's layers and sampled networks in turn (each at a sampled batch size), then sampled ones for ever."""
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    zoo = zoo_layers()
+    order = rng.permutation(len(zoo))
+    for i in itertools.count():
+        layer, sample, label = zoo[order[i // 2]] if i % 2 == 0 and i // 2 < len(zoo) else _sampled(rng, i // 2)
+        model = one_layer(copy.deepcopy(layer), sample)
+        batch = _fitted_batch(model, sample, rng)
+        yield Workload(model, sample, batch, f"{label} x{batch}")

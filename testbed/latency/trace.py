@@ -1,0 +1,147 @@
+"""The operations of one training step, as the machine runs them: every aten operation that a step dispatches.
+
+A step is what a device runs per minibatch: the forward pass, the cross-entropy loss, the backward pass and the
+local optimizer's update (LocalSGD's, or any object with `init(params)` and `step(params, grads, state)`). It is
+traced once on fake tensors (torch's FakeTensorMode: shapes, dtypes and strides, no data, no arithmetic), so a
+trace of VGG-16 at batch 32 costs a fraction of a second, and the ops are those the CPU would dispatch (an LSTM
+is aten.mkldnn_rnn_layer there, as in a real step). Each op keeps what its cost depends on: its name, its FLOPs
+(torch.utils.flop_counter's formulas, two per multiply-add; recurrent layers below), the bytes of the tensors it
+reads and writes, and its first two tensor inputs' shapes (a convolution's input and weight, a matmul's operands).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+SHAPE_DIMS = 4   # each of the two operand shapes is kept as this many dims (leading ones, padded with 1)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One dispatched aten operation: what its time depends on."""
+
+    name: str                     # the overload packet, e.g. "convolution_backward"
+    flops: int                    # two per multiply-add, as vendors count peak FLOP/s
+    nbytes: int                   # bytes of the tensors read and written
+    shapes: tuple[int, ...]       # the first two tensor inputs' dims, SHAPE_DIMS each
+
+    def features(self) -> tuple[float, ...]:
+        """Where the op sits among the calibrated ones: log2 of its FLOPs, bytes and operand dims."""
+        return (math.log2(1 + self.flops), math.log2(1 + self.nbytes)) + tuple(math.log2(d + 1) for d in self.shapes)
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
+
+
+def _recurrent_flops(args) -> int:
+    """A fused recurrent layer (mkldnn_rnn_layer): every (step, sample) multiplies its input and hidden state by
+    the layer's 2-D weights, one multiply-add per weight entry (testbed/flops.py counts the same)."""
+    tensors = _tensors(args)
+    steps_x_batch = tensors[0].numel() // max(1, tensors[0].shape[-1])
+    return 2 * steps_x_batch * sum(t.numel() for t in tensors[1:] if t.dim() == 2)
+
+
+def _flops(packet, args, kwargs, out) -> int:
+    formula = flop_registry.get(packet)
+    if formula is not None:
+        return int(formula(*args, **kwargs, out_val=out))
+    name = packet.__name__
+    if "rnn" in name or "lstm" in name or "gru" in name:
+        return _recurrent_flops(args) * (2 if "backward" in name else 1)
+    return 0
+
+
+def op_of(func, args, kwargs, out) -> Op:
+    """The Op record of one dispatched call (real or fake tensors alike: only metadata is read)."""
+    packet = func.overloadpacket
+    tensors = _tensors((args, kwargs))
+    seen, nbytes = set(), 0
+    for t in tensors + _tensors(out):
+        if id(t) not in seen:
+            seen.add(id(t))
+            nbytes += t.numel() * t.element_size()
+    shapes: tuple[int, ...] = ()
+    for t in (tensors + [torch.empty(0)] * 2)[:2]:
+        dims = tuple(t.shape)[:SHAPE_DIMS]
+        shapes += dims + (1,) * (SHAPE_DIMS - len(dims))
+    return Op(packet.__name__, _flops(packet, args, kwargs or {}, out), nbytes, shapes)
+
+
+class Recorder(TorchDispatchMode):
+    """Records every aten op dispatched under it (prim ops such as prim.device are bookkeeping, not work); with
+    `clock` (a function of no argument returning seconds, after waiting for the device), also each op's own time
+    inside the step, from its call to its return: an op timed where it runs, its operands as the step left them
+    in cache."""
+
+    def __init__(self, clock: Callable[[], float] | None = None):
+        super().__init__()
+        self.ops: list[Op] = []
+        self.seconds: list[float] = []
+        self.clock = clock
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.clock is None or func.namespace != "aten":
+            out = func(*args, **kwargs)
+        else:
+            start = self.clock()
+            out = func(*args, **kwargs)
+            self.seconds.append(self.clock() - start)
+        if func.namespace == "aten":
+            self.ops.append(op_of(func, args, kwargs, out))
+        return out
+
+
+def _batch(sample: torch.Tensor, batch_size: int) -> torch.Tensor:
+    shape = (batch_size, *sample.shape[1:])
+    if sample.is_floating_point():
+        return torch.randn(shape, dtype=sample.dtype)
+    return torch.zeros(shape, dtype=sample.dtype)
+
+
+def _targets(logits: torch.Tensor) -> torch.Tensor:
+    """Class labels for cross-entropy of these logits (classes on dim 1, as testbed/functional.py's loss)."""
+    return torch.zeros((logits.shape[0], *logits.shape[2:]), dtype=torch.long)
+
+
+def run_step(model: torch.nn.Module, params: dict, buffers: dict, x: torch.Tensor, optimizer, state):
+    """One training step, functionally: forward, cross-entropy, gradients, the optimizer's update."""
+    logits = torch.func.functional_call(model, params | buffers, (x,))
+    loss = F.cross_entropy(logits, _targets(logits))
+    grads = torch.autograd.grad(loss, list(params.values()))
+    with torch.no_grad():
+        return optimizer.step(params, dict(zip(params, grads)), state)
+
+
+def default_optimizer():
+    """Plain SGD, the default `client:` optimizer."""
+    from testbed.local import LocalSGD
+    return LocalSGD(lr=0.01)
+
+
+def trace_step(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, optimizer=None) -> tuple[Op, ...]:
+    """The ops of one training step of `model` on a batch of `batch_size` inputs shaped like `sample` (one input
+    with its batch dimension), on fake tensors: nothing is computed and the model is left as it was."""
+    optimizer = optimizer or default_optimizer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # fake tensors warn about ops without meta kernels they fall back on
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        params = {n: mode.from_tensor(p.detach()).requires_grad_(True) for n, p in model.named_parameters()}
+        buffers = {n: mode.from_tensor(b) for n, b in model.named_buffers()}
+        with mode:
+            x = mode.from_tensor(_batch(sample, batch_size))
+            state = optimizer.init({n: p.detach() for n, p in params.items()})
+            recorder = Recorder()
+            with recorder:
+                run_step(model, params, buffers, x, optimizer, state)
+    return tuple(recorder.ops)
