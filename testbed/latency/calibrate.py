@@ -29,6 +29,7 @@ FIT_SHARE = 0.9          # of the budget spent measuring; the rest is left for t
 MIN_SAMPLES = 1          # an op name needs this many measured samples for a predictor of its own
 FIRST_ROUND = 0.4        # of the measuring time spent on new networks; the rest re-measures them (timing.py)
 STEP_BURST_S = 0.05      # a step's median is over repeats that fit in this (at least 3)
+RATE_MIN_S = 20e-6       # ops shorter than this say little of a rate (the fallback roofline's)
 OP_STEPS = 5            # steps whose ops are timed, per network (the median of each op's times)
 MAX_SAMPLES = 160        # an op name keeps at most this many for its nearest-neighbour factor (the file's size)
 
@@ -44,7 +45,8 @@ class Measurement:
         self.x = _batch(work.sample, work.batch_size).to(device)
         self.optimizer = default_optimizer()
         self.state = self.optimizer.init({n: p.detach() for n, p in self.params.items()})
-        self.ops: tuple = ()
+        # the ops as a prediction sees them: traced on fake tensors (a fused LSTM's workspace is another size there)
+        self.ops = trace_step(work.model, work.sample, work.batch_size)
         self.fastest = Fastest()
 
     def step(self):
@@ -53,29 +55,47 @@ class Measurement:
     def step_seconds(self, budget_s: float) -> float:
         return median_seconds(self.step, self.device, budget_s)
 
-    def op_seconds(self, steps: int = OP_STEPS) -> tuple[tuple, list[float]]:
-        """The step's ops, each timed inside it (trace.Recorder): (ops, the median of each over `steps` steps)."""
+    def op_seconds(self, overhead_s: float, steps: int = OP_STEPS) -> dict[int, float]:
+        """Each op of the step timed inside it (trace.Recorder), less the timing's own overhead: by the op's
+        index in the step, the median over `steps` steps; none where the real step dispatched other ops than its
+        fake trace (the network then adds no op samples)."""
         def clock() -> float:
             sync(self.device)
             return time.perf_counter()
 
+        names = [op.name for op in self.ops]
         runs = []
         for _ in range(steps):
             recorder = Recorder(clock)
             with recorder:
                 self.step()
-            runs.append(recorder)
-        ops = tuple(runs[0].ops)
-        runs = [r for r in runs if tuple(r.ops) == ops]   # a step that dispatched otherwise is left out
-        return ops, [statistics.median(r.seconds[i] for r in runs) for i in range(len(ops))]
+            if [op.name for op in recorder.ops] == names:
+                runs.append(recorder.seconds)
+        if not runs:
+            return {}
+        return {i: max(0.0, statistics.median(r[i] for r in runs) - overhead_s) for i in range(len(names))}
 
-    def take(self) -> None:
+    def take(self, overhead_s: float) -> None:
         """One round: the step's time and its ops' times."""
-        self.ops, seconds = self.op_seconds()
-        self.fastest.add({"step": self.step_seconds(STEP_BURST_S)} | dict(enumerate(seconds)))
+        self.fastest.add({"step": self.step_seconds(STEP_BURST_S)} | self.op_seconds(overhead_s))
 
     def samples(self) -> list[tuple[object, float]]:
-        return [(op, self.fastest.best[i]) for i, op in enumerate(self.ops)]
+        return [(op, self.fastest.best[i]) for i, op in enumerate(self.ops) if i in self.fastest.best]
+
+
+def timing_overhead(device: str) -> float:
+    """What trace.Recorder's timing adds to an op: the median recorded time of a trivial op (aten.alias of one
+    element), which a step's C++ autograd engine would call for a fraction of a microsecond."""
+    def clock() -> float:
+        sync(device)
+        return time.perf_counter()
+
+    x = torch.zeros(1, device=device)
+    recorder = Recorder(clock)
+    with recorder:
+        for _ in range(200):
+            torch.ops.aten.alias.default(x)
+    return statistics.median(recorder.seconds)
 
 
 def measure(budget_s: float, device: str = "cpu", progress=None, seed: int = 0) -> list[Measurement]:
@@ -84,17 +104,18 @@ def measure(budget_s: float, device: str = "cpu", progress=None, seed: int = 0) 
     nets: list[Measurement] = []
     start, end = time.perf_counter(), FIT_SHARE * budget_s
     elapsed = lambda: time.perf_counter() - start   # noqa: E731
+    overhead = timing_overhead(device)
     for work in workloads(seed):
         if elapsed() > FIRST_ROUND * end:
             break
         nets.append(Measurement(work, device))
-        nets[-1].take()
+        nets[-1].take(overhead)
         _tell(progress, elapsed() / end, work.label)
     while elapsed() < end:
         for m in nets:
             if elapsed() >= end:
                 break
-            m.take()
+            m.take(overhead)
             _tell(progress, elapsed() / end, m.work.label)
     return nets
 
@@ -107,8 +128,9 @@ def _tell(progress, fraction: float, label: str) -> None:
 def _fallback(ops: dict[str, list]) -> Roofline:
     """A roofline from the measured ops, for op names never measured: the best FLOP rate and byte rate seen (over
     ops that moved or computed enough to time it) and the median time of the cheapest ops."""
-    flop_rates = [op.flops / s for samples in ops.values() for op, s in samples if op.flops > 1e7]
-    byte_rates = [op.nbytes / s for samples in ops.values() for op, s in samples if op.nbytes > 1e6 and not op.flops]
+    timed = [(op, s) for samples in ops.values() for op, s in samples if s > RATE_MIN_S]
+    flop_rates = [op.flops / s for op, s in timed if op.flops > 1e7]
+    byte_rates = [op.nbytes / s for op, s in timed if op.nbytes > 1e6 and not op.flops]
     cheapest = sorted(s for samples in ops.values() for _, s in samples)[: max(1, sum(map(len, ops.values())) // 10)]
     return Roofline(_high(flop_rates), _high(byte_rates), statistics.median(cheapest))
 
@@ -125,7 +147,7 @@ def fit(nets: list[Measurement], machine: dict) -> Calibrated:
     for m in nets:
         for op, seconds in m.samples():
             ops[op.name].append((op, seconds))
-    steps = [(trace_step(m.work.model.cpu(), m.work.sample, m.work.batch_size), m.fastest.best["step"]) for m in nets]
+    steps = [(m.ops, m.fastest.best["step"]) for m in nets]
     fits = {name: fit_op([op for op, _ in samples], [s for _, s in samples], MAX_SAMPLES)
             for name, samples in ops.items() if len(samples) >= MIN_SAMPLES}
     partial = Calibrated(fits, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0, _fallback(ops), machine)

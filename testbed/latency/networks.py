@@ -23,8 +23,9 @@ from torch import nn
 
 BATCH_SIZES = (1, 2, 3, 4, 5, 8, 10, 16, 20, 32)
 WIDTHS = (1.0, 0.5, 0.25)
+MAX_HEAD_WEIGHTS = 2_000_000   # a large classifier only after few features (a language model's, not a CNN's)
 MAX_STEP_FLOPS = 4e9        # two per multiply-add, forward and backward
-CLASSES = 10
+CLASSES = (10, 10, 10, 2, 100, 1000, 10000)   # a classifier's outputs, drawn per network (the loss's sizes)
 _NO_WORK = (nn.Flatten, nn.Dropout, nn.Identity)   # layers that train nothing of their own
 
 
@@ -48,12 +49,14 @@ class _FirstOutput(nn.Module):
         return out[0] if isinstance(out, tuple) else out
 
 
-def one_layer(layer: nn.Module, sample: torch.Tensor) -> nn.Module:
-    """layer -> flatten -> a linear classifier of CLASSES."""
+def one_layer(layer: nn.Module, sample: torch.Tensor, classes: int = 10) -> nn.Module:
+    """layer -> flatten -> a linear classifier of `classes`."""
     body = _FirstOutput(layer)
     with torch.no_grad():
         features = body(sample).flatten(1).shape[1]
-    return nn.Sequential(body, nn.Flatten(), nn.Linear(features, CLASSES))
+    while classes > 10 and features * classes > MAX_HEAD_WEIGHTS:
+        classes //= 10
+    return nn.Sequential(body, nn.Flatten(), nn.Linear(features, classes))
 
 
 def _step_flops(layer_flops_per_sample: float) -> float:
@@ -197,6 +200,6 @@ def workloads(seed: int = 0) -> Iterator[Workload]:
     order = rng.permutation(len(zoo))
     for i in itertools.count():
         layer, sample, label = zoo[order[i // 2]] if i % 2 == 0 and i // 2 < len(zoo) else _sampled(rng, i // 2)
-        model = one_layer(copy.deepcopy(layer), sample)
+        model = one_layer(copy.deepcopy(layer), sample, int(rng.choice(CLASSES)))
         batch = _fitted_batch(model, sample, rng)
         yield Workload(model, sample, batch, f"{label} x{batch}")
