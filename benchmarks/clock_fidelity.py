@@ -27,7 +27,7 @@ from torch import nn
 
 from _harness import machine
 from testbed.flops import forward_flops_per_sample, training_flops
-from testbed.latency.calibrate import Measurement, calibrate
+from testbed.latency.calibration import Measurement, calibrate
 from testbed.latency.networks import Workload
 from testbed.latency.timing import Fastest
 from testbed.latency.trace import trace_step

@@ -330,6 +330,29 @@ CATALOG: dict[str, DeviceProfile] = {
     )
 }
 
+# The latency clock's roofline figures (compute: latency, testbed/latency/clock.py): memory bandwidth, the vendors'
+# peak (bus width x transfer rate), and the per-call overhead of an eager PyTorch op, assumed from this machine's
+# calibration (about 1-3 us an op on a 2.1 GHz Xeon core; benchmarks/RESULTS.md) scaled by the cores' speed.
+GBPS = 1e9
+_EDGE_CPU_CALL_S = 20e-6   # assumed: a 1.5 GHz Cortex-A72 runs Python and the dispatcher several times slower
+_PHONE_CALL_S = 10e-6      # assumed: a phone's big cores, between a Pi's and a server's
+_GPU_CALL_S = 10e-6        # assumed: a CUDA kernel launch (about 5 us) plus the eager dispatcher
+ROOFLINE = {
+    "raspberry_pi_4": (12.8 * GBPS, _EDGE_CPU_CALL_S, "LPDDR4-3200 on a 32-bit bus: 12.8 GB/s (BCM2711; peak)"),
+    "jetson_nano": (25.6 * GBPS, _GPU_CALL_S, "64-bit LPDDR4 at 25.6 GB/s (Jetson Nano datasheet)"),
+    "jetson_tx2": (59.7 * GBPS, _GPU_CALL_S, "128-bit LPDDR4 at 59.7 GB/s (Jetson TX2 datasheet)"),
+    "jetson_xavier_nx": (51.2 * GBPS, _GPU_CALL_S, "128-bit LPDDR4x at 51.2 GB/s (Xavier NX datasheet)"),
+    "phone_low": (7.5 * GBPS, _PHONE_CALL_S, "assumed: LPDDR3-933 on a 2x32-bit bus, 7.5 GB/s, a low-end SoC's"),
+    "phone_mid": (14.9 * GBPS, _PHONE_CALL_S, "assumed: LPDDR4-1866 on a 2x16-bit bus, 14.9 GB/s"),
+    "phone_high": (44 * GBPS, _PHONE_CALL_S, "LPDDR5-2750 on a 4x16-bit bus: 44 GB/s (Snapdragon 865)"),
+    "fedlps_adreno630": (29.9 * GBPS, _PHONE_CALL_S, "LPDDR4x-1866 on a 4x16-bit bus: 29.9 GB/s (Snapdragon 845)"),
+    "server_a100": (1555 * GBPS, _GPU_CALL_S, "HBM2 at 1,555 GB/s (A100 40 GB datasheet)"),
+}
+for _name, (_memory_Bps, _call_s, _where) in ROOFLINE.items():
+    CATALOG[_name] = CATALOG[_name].with_overrides(
+        memory_Bps=_memory_Bps, call_overhead_s=_call_s,
+        source=f"{CATALOG[_name].source}; latency clock: memory {_where}, {_call_s * 1e6:g} us a call (assumed)")
+
 # FedLPS's capability levels z_k (following HeteroFL): a device trains at z of its full compute.
 FEDLPS_TIERS = (1.0, 1 / 2, 1 / 4, 1 / 8, 1 / 16)
 

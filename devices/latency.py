@@ -1,5 +1,5 @@
 """Predicted seconds of a training step from its ops (trace.py): a roofline from a profile's figures, or the
-per-op predictors a calibration fitted on the machine (calibrate.py).
+per-op predictors a calibration fitted on the machine (calibration.py).
 
 Roofline (a profile without a calibration): each op costs its per-call overhead plus the longer of its FLOPs at
 the profile's training rate (peak x efficiency) and its bytes at the memory bandwidth:
@@ -9,12 +9,14 @@ Calibrated (nn-Meter's shape: a predictor per kind, fitted on measured samples; 
     base(op)    = c0 + c1 * flops + c2 * nbytes   (non-negative least squares on relative error, per op name)
     t_op        = base(op) * exp(weighted mean of log(measured / base) over the op's K_NEAREST calibrated samples,
                   nearest in trace.Op.features(), weights 1 / (distance + DISTANCE_FLOOR))
-    t_step      = sum over groups g of scale_g * (sum of t_op over the step's ops in g) + per_op_s * (ops) + fixed_s
+    t_step      = sum over groups g of scale_g * (sum of t_op over the step's ops in g) + per_op_s * (ops)
+                  + per_tensor_s * (parameter tensors) + fixed_s
 The kNN factor carries what the roofline cannot (a convolution's efficiency at 1 input channel against 64); far
 from every sample it is the mean ratio of the nearest ones, never an extrapolated trend. The step terms carry what
 timing ops one by one misses, fitted on whole steps of the calibration's networks: an op replayed alone finds its
 operands in cache, inside a step it often does not (scale_g, per group of ops: GROUPS, group_of), and the autograd
-engine and Python run between ops (per_op_s) and around the step (fixed_s).
+engine and Python run between ops (per_op_s), over the parameter tensors (per_tensor_s: the functional call and the
+optimizer's loop) and around the step (fixed_s).
 An op name the calibration never measured is charged by the calibrated `fallback` roofline and named in
 `unknown` (the clock reports each once).
 """
@@ -59,6 +61,13 @@ def group_of(op: Op) -> str:
     return "memory" if op.nbytes >= LARGE_BYTES else "small"
 
 
+class Step(Protocol):
+    """What a prediction reads of a step (testbed/latency/trace.py's Step)."""
+
+    ops: tuple
+    tensors: int
+
+
 K_NEAREST = 4
 DISTANCE_FLOOR = 0.25
 
@@ -74,9 +83,9 @@ class Roofline:
     def op_seconds(self, op: Op) -> float:
         return self.call_overhead_s + max(op.flops / self.flops_per_s, op.nbytes / self.memory_Bps)
 
-    def step_seconds(self, ops) -> tuple[float, dict[str, int]]:
+    def step_seconds(self, step: Step) -> tuple[float, dict[str, int]]:
         """The step's seconds, and the op names charged by a fallback (none: a roofline knows every op)."""
-        return math.fsum(self.op_seconds(op) for op in ops), {}
+        return math.fsum(self.op_seconds(op) for op in step.ops), {}
 
 
 @dataclass(frozen=True)
@@ -109,9 +118,10 @@ class Calibrated:
     ops: dict[str, OpFit]
     scale: dict[str, float]     # group -> in-step scale (GROUPS)
     per_op_s: float
+    per_tensor_s: float
     fixed_s: float
     fallback: Roofline
-    machine: dict | None = None   # what was measured, and when (calibrate.py's record)
+    machine: dict | None = None   # what was measured, and when (calibration.py's record)
 
     def __hash__(self):   # a profile holding it stays hashable; two calibrations are rarely compared
         return id(self)
@@ -127,14 +137,15 @@ class Calibrated:
             total[group_of(op)] += self.op_seconds(op)
         return total
 
-    def step_seconds(self, ops) -> tuple[float, dict[str, int]]:
+    def step_seconds(self, step: Step) -> tuple[float, dict[str, int]]:
+        """The step's seconds, and the op names charged by the fallback roofline (with their counts)."""
         unknown: dict[str, int] = {}
-        for op in ops:
+        for op in step.ops:
             if op.name not in self.ops:
                 unknown[op.name] = unknown.get(op.name, 0) + 1
-        groups = self.group_seconds(ops)
+        groups = self.group_seconds(step.ops)
         in_step = math.fsum(self.scale[g] * groups[g] for g in GROUPS)
-        return in_step + self.per_op_s * len(ops) + self.fixed_s, unknown
+        return in_step + self.per_op_s * len(step.ops) + self.per_tensor_s * step.tensors + self.fixed_s, unknown
 
 
 def fit_base(flops: np.ndarray, nbytes: np.ndarray, seconds: np.ndarray) -> tuple[float, float, float]:
@@ -165,15 +176,15 @@ def fit_op(ops: list, seconds: list[float], most: int) -> OpFit:
 
 # ---- the `latency:` mapping of a device file (devices/catalog_file.py) ----------------------------------------
 FORMAT = "testbed-latency/1"
-STEP_TERMS = ("per_op_s", "fixed_s")
+STEP_TERMS = ("per_op_s", "per_tensor_s", "fixed_s")
 ROOFLINE_TERMS = ("flops_per_s", "memory_Bps", "call_overhead_s")
 
 
 def calibration_to_dict(model: Calibrated) -> dict:
     """What a device file holds of a calibration (read back by calibration_from_dict)."""
     return {"format": FORMAT, "machine": dict(model.machine or {}),
-            "step": {"scale": {g: float(model.scale[g]) for g in GROUPS}, "per_op_s": float(model.per_op_s),
-                     "fixed_s": float(model.fixed_s)},
+            "step": {"scale": {g: float(model.scale[g]) for g in GROUPS}}
+            | {term: float(getattr(model, term)) for term in STEP_TERMS},
             "fallback": {term: float(getattr(model.fallback, term)) for term in ROOFLINE_TERMS},
             "ops": {name: {"base": [float(c) for c in fit.base],
                            "samples": [list(features) + [ratio] for features, ratio in fit.samples]}

@@ -1,4 +1,4 @@
-"""`testbed run | validate | sweep | report | compare | models`: the command line, a thin layer over the Python API
+"""`testbed run | validate | sweep | report | compare | calibrate | models`: the command line, a thin layer over the Python API
 (testbed/api.py): it turns flags into API calls and prints what they return. Bad input ends in one line on stderr
 and exit code 2."""
 from __future__ import annotations
@@ -106,6 +106,15 @@ def _sweep(args) -> None:
               track=args.track or ())
 
 
+def _calibrate(args) -> None:
+    from testbed import latency
+
+    path = latency.calibrate(args.out, threads=args.threads, device=args.device, budget=args.budget,
+                             name=args.name, quiet=args.quiet)
+    print(f"wrote {path}: list it in a scenario's fleet.catalog and name its profile in a group, with compute: "
+          "latency (docs/latency.md)")
+
+
 def _models(args) -> None:
     from testbed.models.summary import format_table
 
@@ -208,6 +217,16 @@ def parser() -> argparse.ArgumentParser:
                      "summation order (e.g. --set executor.threads=2 --out runs_threads2), a folder that holds them "
                      "(repeatable): whether each verdict against --baseline holds there too (sensitivity.csv)")
     cmp.set_defaults(handler=_compare)
+    cal = sub.add_parser("calibrate", help="measure this machine's training ops and write a device file for "
+                         "compute: latency (docs/latency.md)")
+    cal.add_argument("--out", required=True, help="the device file to write (.yaml)")
+    cal.add_argument("--threads", type=_jobs, default=1, metavar="N", help="torch threads to measure (default 1)")
+    cal.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="measure the CPU or the GPU")
+    cal.add_argument("--budget", type=float, default=180.0, metavar="SECONDS",
+                     help="seconds to spend measuring (default 180)")
+    cal.add_argument("--name", help="the profile's name in the file (default calibrated_<host>)")
+    cal.add_argument("--quiet", action="store_true", help="no progress bar")
+    cal.set_defaults(handler=_calibrate)
     mod = sub.add_parser("models", help="every model with its parameters and forward FLOPs per sample")
     mod.set_defaults(handler=_models)
     top.add_argument("--debug", action="store_true", help="show the traceback of an internal error")

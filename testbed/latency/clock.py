@@ -34,6 +34,7 @@ import torch
 
 from devices.latency import Calibrated, Roofline
 from devices.profiles import DeviceProfile
+from testbed.flops import FLOPS_PER_MULTIPLY_ADD
 from testbed.latency.shrink import shape_key, shrunk
 from testbed.latency.trace import trace_step
 
@@ -118,6 +119,37 @@ class StepClock:
         self._report(f"latency clock: aten.{op} ({count} a step) was never measured in {profile.name}'s calibration; "
                      f"charged by its roofline ({fallback.flops_per_s / 1e9:.3g} GFLOP/s, "
                      f"{fallback.memory_Bps / 1e9:.3g} GB/s, {fallback.call_overhead_s * 1e6:.3g} us a call)")
+
+
+class FleetLatency:
+    """compute: latency for one run: each task's compute seconds on its device's profile (its group's, overrides
+    included), given to the planner as the FLOP/s at which the task's counted FLOPs take that long."""
+
+    def __init__(self, exp):
+        strategy = exp.strategy
+        self.client = getattr(strategy, "client", None)
+        if not hasattr(self.client, "batch_sizes"):   # a strategy without a local optimizer of ours: the scenario's
+            from testbed.local import LocalSGD
+            self.client = LocalSGD(**exp.scenario.client.model_dump())
+        self.steps = StepClock(exp.model, exp.dataset.train_x[:1], self.client)
+        self.profiles = [g.profile for g in exp.fleet.groups]
+        self.group = exp.fleet.group
+        self.nominal = exp.fleet.peak_flops * exp.fleet.efficiency
+        self._seconds: dict[tuple, float] = {}
+
+    def seconds(self, task) -> float:
+        """The task's compute seconds at its device's full capability."""
+        key = (int(self.group[task.device]), self.steps.network_of(task.down), task.num_samples)
+        if key not in self._seconds:
+            self._seconds[key] = self.steps.task_seconds(self.profiles[key[0]], self.client.batch_sizes(key[2]),
+                                                         key[1])
+        return self._seconds[key]
+
+    def capacity(self, task, flops: int, capacity_flops_per_s: float) -> float:
+        """The FLOP/s at which `flops` take the task's predicted seconds at this round's capability (the tier:
+        capacity over the device's nominal FLOP/s)."""
+        tier = capacity_flops_per_s / float(self.nominal[task.device])
+        return FLOPS_PER_MULTIPLY_ADD * flops * tier / self.seconds(task)
 
 
 def step_time(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, profile, optimizer=None) -> float:

@@ -39,16 +39,27 @@ class Op:
         return (math.log2(1 + self.flops), math.log2(1 + self.nbytes)) + tuple(math.log2(d + 1) for d in self.shapes)
 
 
+@dataclass(frozen=True)
+class Step:
+    """One training step as the clock sees it: its ops, and the parameter tensors it updates (the functional call
+    and the optimizer walk them in Python, a cost beside the ops')."""
+
+    ops: tuple[Op, ...]
+    tensors: int
+
+
 def _tensors(tree) -> list[torch.Tensor]:
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
 
 
 def _recurrent_flops(args) -> int:
-    """A fused recurrent layer (mkldnn_rnn_layer): every (step, sample) multiplies its input and hidden state by
-    the layer's 2-D weights, one multiply-add per weight entry (testbed/flops.py counts the same)."""
-    tensors = _tensors(args)
-    steps_x_batch = tensors[0].numel() // max(1, tensors[0].shape[-1])
-    return 2 * steps_x_batch * sum(t.numel() for t in tensors[1:] if t.dim() == 2)
+    """A fused recurrent layer (mkldnn_rnn_layer and its backward: input, then the weights W_ih, W_hh and the two
+    biases, then the states): every (step, sample) multiplies its input and hidden state by W_ih and W_hh, one
+    multiply-add per weight entry (testbed/flops.py counts the same)."""
+    x = args[0]
+    steps_x_batch = x.numel() // max(1, x.shape[-1])
+    weights = [t for t in args[1:5] if isinstance(t, torch.Tensor) and t.dim() == 2]
+    return 2 * steps_x_batch * sum(t.numel() for t in weights)
 
 
 def _flops(packet, args, kwargs, out) -> int:
@@ -129,7 +140,7 @@ def default_optimizer():
     return LocalSGD(lr=0.01)
 
 
-def trace_step(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, optimizer=None) -> tuple[Op, ...]:
+def trace_step(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, optimizer=None) -> Step:
     """The ops of one training step of `model` on a batch of `batch_size` inputs shaped like `sample` (one input
     with its batch dimension), on fake tensors: nothing is computed and the model is left as it was."""
     optimizer = optimizer or default_optimizer()
@@ -144,4 +155,4 @@ def trace_step(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, op
             recorder = Recorder()
             with recorder:
                 run_step(model, params, buffers, x, optimizer, state)
-    return tuple(recorder.ops)
+    return Step(tuple(recorder.ops), len(params))

@@ -104,6 +104,9 @@ class Kit(TaskPlanning, StopRules):
         self._forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self._num_samples = exp.clients.num_samples
         self._resources = resources or Resources(exp)  # built by the caller where it checks the fleet first
+        if self.scenario.compute == "latency":   # imported only here: it traces the model on fake tensors
+            from testbed.latency.clock import FleetLatency
+            self._latency = FleetLatency(exp)
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
         self._device_state = ClientStore(self.scenario.device_state.max_in_memory)

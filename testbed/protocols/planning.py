@@ -1,5 +1,5 @@
 """How a task plays out on the clock: its timeline (bytes over the links, FLOPs over the device's FLOP/s at its
-capability tier) and its plan until its device goes offline or its battery empties (clock.plan_task), for the
+capability tier, or with compute: latency the predicted time of its steps, testbed/latency/clock.py) and its plan until its device goes offline or its battery empties (clock.plan_task), for the
 tasks dispatched at one instant together; through shared links (testbed/network/) their transfers are solved
 together, with the tasks still in flight where an asynchronous dispatch carries them. A part of the kit
 (kit.py): Kit is a TaskPlanning, whose attributes below it sets.
@@ -44,6 +44,7 @@ class TaskPlanning:
     _forward_flops: int                 # a sample's forward pass
     _capacity_of: tuple                 # (key, (n,) FLOP/s) of the last _capacity call
     _payload_sizes: dict                # codec -> bytes, where it depends on the shapes alone
+    _latency = None                     # compute: latency's FleetLatency (testbed/latency/clock.py); None: FLOPs
 
     def plan_round(self, tasks: dict[int, Task], r: int, t0: float, carried: dict[int, Planned] | None = None,
                    server: bool = True) -> dict[int, Planned]:
@@ -116,6 +117,8 @@ class TaskPlanning:
     def _timeline(self, task: Task, capacity_flops_per_s: float, t0: float) -> Timeline:
         """The task's bytes, FLOPs and phase durations, dispatched at t0 (which matters where rates fluctuate)."""
         flops = training_flops(task.forward_flops or self._forward_flops, task.samples_processed)
+        if self._latency is not None:   # the predicted time of its steps, as the FLOP/s that takes that long
+            capacity_flops_per_s = self._latency.capacity(task, flops, capacity_flops_per_s)
         return self.timeline(task.device, self._nbytes(task.down), flops, self._nbytes(task.up),
                              capacity_flops_per_s, t0)
 

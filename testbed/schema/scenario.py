@@ -1,6 +1,8 @@
 """The whole scenario: its sections, and the checks that span several of them."""
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, NonNegativeInt, model_validator
 
 from testbed.schema.algorithms import Algorithm, runs_async
@@ -38,6 +40,9 @@ class Scenario(Strict):
     executor: Executor = SerialExecutor()
     resources: Resources = Resources()
     network: Network | None = Field(default=None, exclude_if=lambda n: n is None)   # None: private links
+    # the clock of a device's compute phase: counted FLOPs over its FLOP/s (the papers'), or the predicted time of
+    # the steps it runs (testbed/latency/clock.py); left out of resolved scenarios at the default
+    compute: Literal["flops", "latency"] = Field(default="flops", exclude_if=lambda c: c == "flops")
 
     @property
     def batteries_on(self) -> bool:
@@ -111,6 +116,21 @@ class Scenario(Strict):
         if self.protocol.mixing is not None and "mixing" not in rules:
             raise ValueError(f"protocol.mixing: FedAsync's mixture needs a server that adds the update as it is "
                              f"(fedavg, fedprox), not {self.algorithm.name}'s; remove mixing to run FedBuff")
+        return self
+
+    @model_validator(mode="after")
+    def _latency_has_figures(self):
+        """compute: latency predicts each group's steps from its profile's calibration or roofline figures."""
+        if self.compute != "latency":
+            return self
+        profiles = self.fleet.profiles
+        for i, g in enumerate(self.fleet.groups):
+            profile = profiles[g.profile]
+            missing = [f for f in ("memory_Bps", "call_overhead_s") if getattr(profile, f) is None]
+            if profile.latency is None and missing:
+                raise ValueError(f"fleet.groups.{i}.profile: {g.profile} has no {missing[0]} for compute: latency; "
+                                 "calibrate the device (testbed calibrate --out FILE) and list FILE in "
+                                 "fleet.catalog, or give the profile memory_Bps and call_overhead_s with sources")
         return self
 
     @model_validator(mode="after")

@@ -29,6 +29,7 @@ FIT_SHARE = 0.9          # of the budget spent measuring; the rest is left for t
 MIN_SAMPLES = 1          # an op name needs this many measured samples for a predictor of its own
 FIRST_ROUND = 0.4        # of the measuring time spent on new networks; the rest re-measures them (timing.py)
 STEP_BURST_S = 0.05      # a step's median is over repeats that fit in this (at least 3)
+FLOOR_S = 1e-7           # an op's time at least: a trivial op called from C++ (its timing's overhead taken off)
 RATE_MIN_S = 20e-6       # ops shorter than this say little of a rate (the fallback roofline's)
 OP_STEPS = 5            # steps whose ops are timed, per network (the median of each op's times)
 MAX_SAMPLES = 160        # an op name keeps at most this many for its nearest-neighbour factor (the file's size)
@@ -46,7 +47,7 @@ class Measurement:
         self.optimizer = default_optimizer()
         self.state = self.optimizer.init({n: p.detach() for n, p in self.params.items()})
         # the ops as a prediction sees them: traced on fake tensors (a fused LSTM's workspace is another size there)
-        self.ops = trace_step(work.model, work.sample, work.batch_size)
+        self.trace = trace_step(work.model, work.sample, work.batch_size)
         self.fastest = Fastest()
 
     def step(self):
@@ -63,7 +64,7 @@ class Measurement:
             sync(self.device)
             return time.perf_counter()
 
-        names = [op.name for op in self.ops]
+        names = [op.name for op in self.trace.ops]
         runs = []
         for _ in range(steps):
             recorder = Recorder(clock)
@@ -73,14 +74,14 @@ class Measurement:
                 runs.append(recorder.seconds)
         if not runs:
             return {}
-        return {i: max(0.0, statistics.median(r[i] for r in runs) - overhead_s) for i in range(len(names))}
+        return {i: max(FLOOR_S, statistics.median(r[i] for r in runs) - overhead_s) for i in range(len(names))}
 
     def take(self, overhead_s: float) -> None:
         """One round: the step's time and its ops' times."""
         self.fastest.add({"step": self.step_seconds(STEP_BURST_S)} | self.op_seconds(overhead_s))
 
     def samples(self) -> list[tuple[object, float]]:
-        return [(op, self.fastest.best[i]) for i, op in enumerate(self.ops) if i in self.fastest.best]
+        return [(op, self.fastest.best[i]) for i, op in enumerate(self.trace.ops) if i in self.fastest.best]
 
 
 def timing_overhead(device: str) -> float:
@@ -147,18 +148,18 @@ def fit(nets: list[Measurement], machine: dict) -> Calibrated:
     for m in nets:
         for op, seconds in m.samples():
             ops[op.name].append((op, seconds))
-    steps = [(m.ops, m.fastest.best["step"]) for m in nets]
+    steps = [(m.trace, m.fastest.best["step"]) for m in nets]
     fits = {name: fit_op([op for op, _ in samples], [s for _, s in samples], MAX_SAMPLES)
             for name, samples in ops.items() if len(samples) >= MIN_SAMPLES}
-    partial = Calibrated(fits, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0, _fallback(ops), machine)
+    partial = Calibrated(fits, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0, 0.0, _fallback(ops), machine)
     rows, measured = [], []
     for trace, seconds in steps:
-        groups = partial.group_seconds(trace)
-        rows.append([groups[g] for g in GROUPS] + [len(trace), 1.0])
+        groups = partial.group_seconds(trace.ops)
+        rows.append([groups[g] for g in GROUPS] + [len(trace.ops), trace.tensors, 1.0])
         measured.append(seconds)
     coef = _fit_step(np.array(rows), np.array(measured))
     scale = {g: (c if c > 0 else 1.0) for g, c in zip(GROUPS, coef)}   # a group no network ran: as measured alone
-    return Calibrated(fits, scale, coef[-2], coef[-1], partial.fallback, machine)
+    return Calibrated(fits, scale, *coef[-3:], partial.fallback, machine)
 
 
 def _fit_step(rows: np.ndarray, measured: np.ndarray) -> list[float]:
@@ -178,11 +179,11 @@ def machine_record(device: str, threads: int, budget_s: float, nets: list[Measur
     return {"processor": processor, "device": device, "threads": threads, "torch": str(torch.__version__),
             "measured": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "budget_s": budget_s, "networks": len(nets), "rounds": min(m.fastest.rounds for m in nets),
-            "training_flops_per_s": float(np.median([sum(op.flops for op in m.ops) / m.fastest.best["step"]
+            "training_flops_per_s": float(np.median([sum(op.flops for op in m.trace.ops) / m.fastest.best["step"]
                                                      for m in nets]))}
 
 
-def calibrate(budget_s: float = 180.0, device: str = "cpu", threads: int = 1, progress=None,
+def calibrate(budget_s: float, device: str = "cpu", threads: int = 1, progress=None,
               seed: int = 0) -> Calibrated:
     """Measure this machine (its CPU at `threads` torch threads, or its GPU) and fit the latency predictors."""
     before = torch.get_num_threads()

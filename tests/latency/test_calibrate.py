@@ -1,0 +1,41 @@
+"""testbed calibrate: a short calibration of this machine writes a device file a scenario can use."""
+import pytest
+
+import testbed
+from devices import load_device_catalog
+from testbed.cli import main
+from testbed.latency.networks import workloads
+
+
+def test_a_short_calibration_writes_a_usable_device_file(tmp_path):
+    path = testbed.calibrate(tmp_path / "here.yaml", budget=10, quiet=True, name="here")
+    profile = load_device_catalog(path).profiles["here"]
+    model = profile.latency
+    assert model.machine["threads"] == 1 and model.machine["networks"] > 5 and model.machine["rounds"] >= 1
+    for name in ("convolution", "convolution_backward", "addmm", "_log_softmax"):
+        assert name in model.ops
+    assert all(s > 0 for s in model.scale.values()) and model.fixed_s >= 0
+    import torch
+    from torch import nn
+    seconds = testbed.step_time(nn.Linear(8, 4), torch.zeros(1, 8), 16, path)
+    assert 0 < seconds < 0.1
+
+
+def test_the_networks_are_drawn_the_same_way_each_time():
+    first = [w.label for w, _ in zip(workloads(0), range(12))]
+    again = [w.label for w, _ in zip(workloads(0), range(12))]
+    assert first == again and len(set(first)) > 6
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--budget", "3"], "--budget: 3.0 seconds; give between 10 and 86400"),
+    (["--out", "x.csv"], "a device file is YAML"),
+    (["--device", "cuda"], "--device cuda: torch sees no CUDA device here"),
+])
+def test_bad_flags_are_one_line(tmp_path, capsys, flags, message):
+    import torch
+    if "cuda" in flags and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    args = ["calibrate", "--out", str(tmp_path / "x.yaml"), *flags]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,45 @@
+"""testbed/latency/trace.py: a step's ops on fake tensors, their FLOPs and bytes by hand."""
+import torch
+from torch import nn
+
+from testbed.latency.trace import trace_step
+
+
+def test_a_linear_layers_step_by_hand():
+    model = nn.Linear(6, 3)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    step = trace_step(model, torch.zeros(1, 6), batch_size=4)
+    assert step.tensors == 2
+    names = [op.name for op in step.ops]
+    forward = step.ops[names.index("addmm")]
+    assert forward.flops == 2 * 4 * 6 * 3            # two per multiply-add
+    # addmm reads bias (3), x (4x6), W^T (6x3) and writes 4x3, in fp32
+    assert forward.nbytes == 4 * (3 + 24 + 18 + 12)
+    assert "_log_softmax" in names and "nll_loss_forward" in names   # the cross-entropy
+    assert names.count("mm") == 1                    # the weight's gradient (the input needs none)
+    assert sum(op.flops for op in step.ops if op.name == "mm") == 2 * 4 * 6 * 3
+    for n, p in model.named_parameters():            # nothing was trained: the trace runs on fake tensors
+        assert torch.equal(p, before[n])
+
+
+def test_a_recurrent_layer_counts_its_gate_matmuls():
+    model = nn.Sequential(nn.Embedding(20, 8), nn.LSTM(8, 16, batch_first=True))
+
+    class Last(nn.Module):
+        def forward(self, x):
+            return x[0][:, -1]
+
+    net = nn.Sequential(model, Last(), nn.Linear(16, 5))
+    step = trace_step(net, torch.zeros(1, 7, dtype=torch.long), batch_size=3)
+    rnn = [op for op in step.ops if op.name == "mkldnn_rnn_layer"]
+    assert len(rnn) == 1
+    # 7 steps x 3 samples, each W_ih (64x8) and W_hh (64x16): one multiply-add an entry, two FLOPs
+    assert rnn[0].flops == 2 * 7 * 3 * (64 * 8 + 64 * 16)
+
+
+def test_the_optimizer_is_part_of_the_step():
+    from testbed.local import LocalSGD
+    model = nn.Linear(6, 3)
+    plain = trace_step(model, torch.zeros(1, 6), 4, LocalSGD(lr=0.1))
+    momentum = trace_step(model, torch.zeros(1, 6), 4, LocalSGD(lr=0.1, momentum=0.9))
+    assert len(momentum.ops) > len(plain.ops)
