@@ -302,7 +302,9 @@ class EUCB(_IntervalPolicy):
 def feedback_of(arrival: Arrival, mean_round_time_s: float) -> Feedback:
     """What an arrival tells a policy. The device's FLOP/s are the clock's (multiply-adds per second of its
     compute phase), so flops / flops_per_s is exactly its compute seconds, and bits_up / up_bps its transfer
-    seconds (T_k of eq. 14 leaves the latency out)."""
+    seconds (T_k of eq. 14 leaves the latency out). Under compute: latency the clock's compute seconds are the
+    predicted time of the device's steps, so the same formula sees the time the device took: what the server can
+    know of a device is what it observed, on either clock (testbed/latency/clock.py)."""
     tl = arrival.timeline
     return Feedback(accuracy=arrival.metrics["train_accuracy"], flops=tl.flops, flops_per_s=tl.flops / tl.seconds[1],
                     bits_up=8 * tl.bytes_up, up_bps=8 * tl.up_Bps, loss_after=arrival.metrics["train_loss"],

@@ -16,6 +16,8 @@ clients whose updates fit the deadline.
 Estimates from the registry (what each device declared): T^d_k = latency_s + bytes_down / down_Bps,
 T^UD_k = train_flops / flops_per_s (its samples' training work over its nominal FLOP/s),
 T^UL_k = latency_s + bytes_up / up_Bps (Registry.phases_s; their sum is registry.task_s).
+These are the paper's estimates from what a device declares, and stay so under compute: latency: only the clock
+that plays the round changes (testbed/latency/clock.py), so a deadline planned on FLOPs may be missed.
 
 Defaults and where they come from: request_fraction 0.1, the fraction C of clients the paper's experiments
 ask (as we read the paper; the searched public material did not show the figure: SelecEval's FedCS, which

@@ -17,7 +17,9 @@ The rule, each round (each dispatch in async), picking k = n_select among the us
   uncertainty sqrt(0.1 ln(round) / L_i), L_i the round (dispatch) it was last given a task in
   (history.last_selected); then the system factor: times (T / t_i)^round_penalty where t_i > T;
 - t_i: its last measured task time (history.duration_s), else its registered prediction (registry.task_s), and at
-  least as long as its last task that was cut before arriving ran (the server saw it run that long); T, the
+  least as long as its last task that was cut before arriving ran (the server saw it run that long); under
+  compute: latency the measured times are the latency clock's and the registered prediction stays FLOPs over
+  FLOP/s, what a device declares (testbed/latency/clock.py); T, the
   preferred duration: the round_threshold percentile of every device's t_i (sorted[int(N x threshold / 100)]),
   infinite at 100;
 - epsilon = max(exploration_factor x exploration_decay^a, exploration_min), a = the rounds (aggregations) observed
