@@ -43,8 +43,8 @@ class DeviceProfile:
             raise ValueError(f"name must be a non-empty string, got {self.name!r}")
         if not isinstance(self.source, str):
             raise ValueError(f"source must be a string, got {self.source!r}")
-        for field in _POSITIVE_FIELDS:
-            _set_number(self, field, lambda x: x > 0, "a finite number > 0")
+        for name in _POSITIVE_FIELDS:
+            _set_number(self, name, lambda x: x > 0, "a finite number > 0")
         _set_number(self, "efficiency", lambda x: 0 < x <= 1, "a number in (0, 1]")
         _set_number(self, "latency_s", lambda x: x >= 0, "a finite number >= 0")
         for name in RESOURCE_FIELDS:

@@ -12,7 +12,6 @@ calibrations of one machine measure the same networks in the same order.
 from __future__ import annotations
 
 import datetime
-import math
 import statistics
 import time
 from collections import defaultdict
