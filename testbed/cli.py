@@ -111,8 +111,7 @@ def _calibrate(args) -> None:
 
     path = latency.calibrate(args.out, threads=args.threads, device=args.device, budget=args.budget,
                              name=args.name, quiet=args.quiet)
-    print(f"wrote {path}: list it in a scenario's fleet.catalog and name its profile in a group, with compute: "
-          "latency (docs/latency.md)")
+    print(f"wrote {path}\nin a scenario: fleet.catalog lists it; compute: latency (docs/latency.md)")
 
 
 def _models(args) -> None:

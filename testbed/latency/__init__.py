@@ -65,12 +65,12 @@ class _progress:
         if self.quiet:
             return None
         from tqdm.auto import tqdm
-        self.bar = tqdm(total=100, unit="%", desc="calibrating", bar_format="{desc} {bar} {n:.0f}%{postfix}")
+        self.bar = tqdm(total=100, unit="%", bar_format="calibrating {bar} {n:.0f}% {desc}")
         return self.tell
 
     def tell(self, fraction: float, label: str) -> None:
         self.bar.n = round(100 * fraction)
-        self.bar.set_postfix_str(label[:28], refresh=True)
+        self.bar.set_description_str(label[:28], refresh=True)
 
     def __exit__(self, *exc):
         if self.bar is not None:

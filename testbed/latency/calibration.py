@@ -26,6 +26,7 @@ from testbed.latency.trace import Recorder, _batch, default_optimizer, run_step,
 
 FIT_SHARE = 0.9          # of the budget spent measuring; the rest is left for the fit and the file
 MIN_SAMPLES = 1          # an op name needs this many measured samples for a predictor of its own
+MIN_NETWORKS = 8         # measured whatever the budget (a busy machine may spend a short one on the first few)
 FIRST_ROUND = 0.4        # of the measuring time spent on new networks; the rest re-measures them (timing.py)
 STEP_BURST_S = 0.05      # a step's median is over repeats that fit in this (at least 3)
 FLOOR_S = 1e-7           # an op's time at least: a trivial op called from C++ (its timing's overhead taken off)
@@ -99,14 +100,14 @@ def timing_overhead(device: str) -> float:
 
 
 def measure(budget_s: float, device: str = "cpu", progress=None, seed: int = 0) -> list[Measurement]:
-    """Networks measured in rounds (timing.py): new networks for FIRST_ROUND of the measuring time, then rounds
-    over the same ones until FIT_SHARE of the budget is spent."""
+    """Networks measured in rounds (timing.py): new networks for FIRST_ROUND of the measuring time (at least
+    MIN_NETWORKS), then rounds over the same ones until FIT_SHARE of the budget is spent."""
     nets: list[Measurement] = []
     start, end = time.perf_counter(), FIT_SHARE * budget_s
     elapsed = lambda: time.perf_counter() - start   # noqa: E731
     overhead = timing_overhead(device)
     for work in workloads(seed):
-        if elapsed() > FIRST_ROUND * end:
+        if elapsed() > FIRST_ROUND * end and len(nets) >= MIN_NETWORKS:
             break
         nets.append(Measurement(work, device))
         nets[-1].take(overhead)
