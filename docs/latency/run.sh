@@ -28,6 +28,6 @@ for seed in $SEEDS; do for m in $METHODS; do
 done; done
 printf '%s\n' "${jobs[@]}" | xargs -d '\n' -P 2 -I{} bash -c 'echo "$(date +%T) start {}"; {} > /dev/null 2>&1 || echo "stopped: {}"; echo "$(date +%T) end {}"'
 for setup in builtin-flops builtin-latency calibrated-flops calibrated-latency; do
-  testbed compare "$OUT/$setup" --baseline fedlps_mnist_fedavg --metric local_accuracy --target 0.8 --target 0.9 \
+  testbed compare "$OUT/$setup" --baseline fedavg --metric local_accuracy --target 0.8 --target 0.9 \
     --out "docs/latency/$setup" > "docs/latency/$setup.txt"
 done

@@ -21,7 +21,9 @@ Exact semantics:
   Energy is power x phase time, so it follows the predicted time.
 - An op the calibration never measured is charged by the calibration's fallback roofline, reported once per op
   name and profile on stderr.
-Predictions are cached per (profile, network shape, batch size), and traces per (network shape, batch size).
+Predictions are cached per (profile, network shape, batch size); a network is traced at two batch sizes and its
+step at any other is interpolated from them (trace.at_batch), so the devices' many short last batches cost no
+trace each.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from devices.latency import Calibrated, Roofline
 from devices.profiles import DeviceProfile
 from testbed.flops import FLOPS_PER_MULTIPLY_ADD
 from testbed.latency.shrink import shape_key, shrunk
-from testbed.latency.trace import trace_step
+from testbed.latency.trace import at_batch, trace_step
 
 FULL = ((), ())   # the shape key of the model itself
 
@@ -78,7 +80,8 @@ class StepClock:
     def __init__(self, model: torch.nn.Module, sample: torch.Tensor, optimizer=None, report=None):
         self.model, self.sample, self.optimizer = model, sample[:1], optimizer
         self._networks: dict[tuple, torch.nn.Module] = {FULL: model}
-        self._traces: dict[tuple, tuple] = {}
+        self._traces: dict[tuple, object] = {}
+        self._traced: dict[tuple, set[int]] = {}   # the batch sizes really traced, per network
         self._seconds: dict[tuple, float] = {}
         self._reported: set[tuple[str, str]] = set()
         self._report = report or (lambda line: print(line, file=sys.stderr))
@@ -93,9 +96,19 @@ class StepClock:
             self._networks[key] = shrunk(self.model, rows, columns)
         return key
 
-    def trace(self, key: tuple, batch_size: int) -> tuple:
+    def trace(self, key: tuple, batch_size: int):
+        """The network's step at this batch size: traced at two sizes, every other one interpolated from them
+        (trace.at_batch: a step's FLOPs, bytes and operand dims are affine in the batch size), or traced where
+        the two do not dispatch the same ops; a batch of one is always traced (a tensor with a dimension of 1 is
+        contiguous either way, so some copies are not made: char_lstm dispatches other ops there)."""
         if (key, batch_size) not in self._traces:
-            self._traces[key, batch_size] = trace_step(self._networks[key], self.sample, batch_size, self.optimizer)
+            known = sorted(b for b in self._traced.get(key, ()) if b > 1)
+            step = at_batch(self._traces[key, known[0]], known[0], self._traces[key, known[-1]], known[-1],
+                            batch_size) if len(known) >= 2 and batch_size > 1 else None
+            if step is None:
+                step = trace_step(self._networks[key], self.sample, batch_size, self.optimizer)
+                self._traced.setdefault(key, set()).add(batch_size)
+            self._traces[key, batch_size] = step
         return self._traces[key, batch_size]
 
     def step_seconds(self, profile: DeviceProfile, batch_size: int, key: tuple = FULL) -> float:

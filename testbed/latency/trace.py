@@ -31,7 +31,7 @@ class Op:
 
     name: str                     # the overload packet, e.g. "convolution_backward"
     flops: int                    # two per multiply-add, as vendors count peak FLOP/s
-    nbytes: int                   # bytes of the tensors read and written
+    nbytes: int                   # bytes of the tensors read and written (each operand and output)
     shapes: tuple[int, ...]       # the first two tensor inputs' dims, SHAPE_DIMS each
 
     def features(self) -> tuple[float, ...]:
@@ -46,6 +46,27 @@ class Step:
 
     ops: tuple[Op, ...]
     tensors: int
+
+
+def at_batch(a: Step, batch_a: int, b: Step, batch_b: int, batch_size: int) -> Step | None:
+    """The step at `batch_size` from the same network's steps at two other batch sizes: each op's FLOPs, bytes
+    and operand dims are affine in the batch size (weights fixed, activations proportional), so a line through
+    the two gives them exactly; None where the two steps do not dispatch the same ops, or a value would not
+    come out a whole non-negative number."""
+    if len(a.ops) != len(b.ops) or any(x.name != y.name for x, y in zip(a.ops, b.ops)) or batch_a == batch_b:
+        return None
+
+    def line(u: int, v: int) -> int | None:
+        value, rest = divmod(u * (batch_b - batch_size) + v * (batch_size - batch_a), batch_b - batch_a)
+        return value if rest == 0 and value >= 0 else None
+
+    ops = []
+    for x, y in zip(a.ops, b.ops):
+        values = [line(x.flops, y.flops), line(x.nbytes, y.nbytes)] + [line(u, v) for u, v in zip(x.shapes, y.shapes)]
+        if any(v is None for v in values):
+            return None
+        ops.append(Op(x.name, values[0], values[1], tuple(values[2:])))
+    return Step(tuple(ops), a.tensors)
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -76,11 +97,9 @@ def op_of(func, args, kwargs, out) -> Op:
     """The Op record of one dispatched call (real or fake tensors alike: only metadata is read)."""
     packet = func.overloadpacket
     tensors = _tensors((args, kwargs))
-    seen, nbytes = set(), 0
-    for t in tensors + _tensors(out):
-        if id(t) not in seen:
-            seen.add(id(t))
-            nbytes += t.numel() * t.element_size()
+    # every operand counted, a tensor passed twice twice: deduplicating by object was not deterministic (fake
+    # tensors' caching hands one object to two arguments in one trace and two in the next)
+    nbytes = sum(t.numel() * t.element_size() for t in tensors + _tensors(out))
     shapes: tuple[int, ...] = ()
     for t in (tensors + [torch.empty(0)] * 2)[:2]:
         dims = tuple(t.shape)[:SHAPE_DIMS]

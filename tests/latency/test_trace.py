@@ -1,4 +1,5 @@
 """testbed/latency/trace.py: a step's ops on fake tensors, their FLOPs and bytes by hand."""
+import pytest
 import torch
 from torch import nn
 
@@ -43,3 +44,30 @@ def test_the_optimizer_is_part_of_the_step():
     plain = trace_step(model, torch.zeros(1, 6), 4, LocalSGD(lr=0.1))
     momentum = trace_step(model, torch.zeros(1, 6), 4, LocalSGD(lr=0.1, momentum=0.9))
     assert len(momentum.ops) > len(plain.ops)
+
+
+@pytest.mark.parametrize("name", ["cnn_512", "resnet20", "char_lstm", "cnn1d_har", "mlp"])
+def test_a_step_interpolated_between_two_batch_sizes_equals_its_trace(name):
+    from testbed.latency.trace import at_batch
+    from testbed.models import MODELS
+    from testbed.models.summary import REFERENCE_INPUTS
+    ref = REFERENCE_INPUTS[name]
+    example = ref.example()
+    model = MODELS[name](tuple(example.shape[1:]), ref.num_classes, 0.5)
+    low, high = trace_step(model, example, 2), trace_step(model, example, 32)
+    for batch in (3, 7, 10, 20):
+        assert at_batch(low, 2, high, 32, batch) == trace_step(model, example, batch)
+
+
+def test_a_batch_of_one_is_traced_not_interpolated():
+    from testbed.latency.clock import FULL, StepClock
+    from testbed.models import MODELS
+    from testbed.models.summary import REFERENCE_INPUTS
+    ref = REFERENCE_INPUTS["char_lstm"]
+    example = ref.example()
+    model = MODELS["char_lstm"](tuple(example.shape[1:]), ref.num_classes, 0.5)
+    clock = StepClock(model, example)
+    clock.trace(FULL, 2), clock.trace(FULL, 32)
+    assert clock.trace(FULL, 1) == trace_step(model, example, 1)   # its own ops: a copy fewer than at 2 or 32
+    assert clock.trace(FULL, 7) == trace_step(model, example, 7)
+    assert clock._traced[FULL] == {1, 2, 32}
