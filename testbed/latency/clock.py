@@ -8,7 +8,8 @@ Exact semantics:
   the whole step time, as it divides the FLOP/s on the FLOP clock. Fluctuating speed (devices/rates.py) scales
   it over time as it scales FLOP/s.
 - step_seconds is devices/latency.py's prediction for the ops of trace.py's step: the forward pass, the
-  cross-entropy loss, the backward pass and the update of the strategy's own local optimizer (its `client`).
+  cross-entropy loss, the backward pass and the update of the strategy's own local optimizer (its `client`); a
+  strategy's own objective terms (FedProx's proximal term, FedLPS's scores and masks) are not traced.
 - The network a device runs is what it holds: a task whose downlink is a submodel payload (UnitMasked: HeteroFL,
   FjORD, FedRolex, eFD, FedMP, FedAP's and HRank's pruned models) runs that shrunk dense network (shrink.py), timed
   at its own shapes; a device that receives the whole model and masks it (FedLPS, IMC's unstructured masks) runs
