@@ -148,13 +148,19 @@ class Calibrated:
         return in_step + self.per_op_s * len(step.ops) + self.per_tensor_s * step.tensors + self.fixed_s, unknown
 
 
-def fit_base(flops: np.ndarray, nbytes: np.ndarray, seconds: np.ndarray) -> tuple[float, float, float]:
-    """c0 + c1 flops + c2 bytes >= 0 terms, least squares on relative error (each sample weighs alike)."""
+def relative_nnls(rows: np.ndarray, seconds: np.ndarray) -> list[float]:
+    """Non-negative terms of rows @ terms = seconds, least squares on relative error (each sample weighs alike)."""
     from scipy.optimize import nnls
-    design = np.stack([np.ones_like(seconds), flops, nbytes], axis=1) / seconds[:, None]
-    scales = np.maximum(np.abs(design).max(axis=0), 1e-300)   # columns of like size, so nnls converges
+    design = rows / seconds[:, None]
+    largest = np.abs(design).max(axis=0)
+    scales = np.where(largest > 0, largest, 1.0)   # columns of like size, so nnls converges
     coef, _ = nnls(design / scales, np.ones_like(seconds))
-    return tuple(float(c) for c in coef / scales)
+    return [float(c) for c in coef / scales]
+
+
+def fit_base(flops: np.ndarray, nbytes: np.ndarray, seconds: np.ndarray) -> tuple[float, float, float]:
+    """c0 + c1 flops + c2 bytes, terms >= 0 (relative_nnls)."""
+    return tuple(relative_nnls(np.stack([np.ones_like(seconds), flops, nbytes], axis=1), seconds))
 
 
 def fit_op(ops: list, seconds: list[float], most: int) -> OpFit:

@@ -57,6 +57,11 @@ class DeviceProfile:
             _set_number(self, "call_overhead_s", lambda x: x >= 0, "a finite number >= 0")
 
     @property
+    def missing_roofline(self) -> list[str]:
+        """The roofline figures compute: latency needs of a profile without a calibration, that it lacks."""
+        return [] if self.latency is not None else [f for f in ROOFLINE_FIELDS if getattr(self, f) is None]
+
+    @property
     def train_flops_per_s(self) -> float:
         return self.peak_flops * self.efficiency
 

@@ -1,13 +1,13 @@
 """`testbed calibrate`: measure this machine's training ops and fit the latency clock's predictors to them.
 
-What it runs: small networks, one kind of layer each (networks.py: convolutions at the zoo's shapes and sampled
-ones, grouped and depthwise; linear layers; batch, group and layer norms; max and average pooling; activations;
-LSTM and GRU; embeddings), at sampled batch sizes, each trained for real with the step trace.py defines (its
-optimizer's update included). For each network it times
-- every distinct op of its step, replayed alone (median of repeats): the samples of that op name's predictor;
-- the whole step (median of repeats): the samples of the step terms (devices/latency.py).
-Networks are drawn from a seeded generator until the budget is spent (the fit takes the last few seconds), so two
-calibrations of one machine measure the same networks in the same order.
+What it runs: small networks (networks.py: the zoo's own layers, sampled layers, small CNNs, MLPs and recurrent
+nets, with classifiers of 2 to 10,000 outputs), at sampled batch sizes, each trained for real with the step
+trace.py defines (its optimizer's update included). For each network it times, in rounds (timing.py)
+- every op of its step, timed inside the step less the timing's own overhead (the median over OP_STEPS steps):
+  the samples of that op name's predictor;
+- the whole step (the median of a short burst): the samples of the step terms (devices/latency.py);
+keeping the fastest of each over the rounds. Networks are drawn from a seeded generator, so two calibrations of one
+machine measure the same networks in the same order.
 """
 from __future__ import annotations
 
@@ -19,13 +19,12 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from devices.latency import GROUPS, Calibrated, Roofline, fit_op
+from devices.latency import GROUPS, Calibrated, Roofline, fit_op, relative_nnls
 from testbed.latency.networks import Workload, workloads
-from testbed.latency.timing import Fastest, median_seconds, sync
+from testbed.latency.timing import Fastest, median_seconds, synced_clock
 from testbed.latency.trace import Recorder, _batch, default_optimizer, run_step, trace_step
 
 FIT_SHARE = 0.9          # of the budget spent measuring; the rest is left for the fit and the file
-MIN_SAMPLES = 1          # an op name needs this many measured samples for a predictor of its own
 MIN_NETWORKS = 8         # measured whatever the budget (a busy machine may spend a short one on the first few)
 FIRST_ROUND = 0.4        # of the measuring time spent on new networks; the rest re-measures them (timing.py)
 STEP_BURST_S = 0.05      # a step's median is over repeats that fit in this (at least 3)
@@ -60,14 +59,10 @@ class Measurement:
         """Each op of the step timed inside it (trace.Recorder), less the timing's own overhead: by the op's
         index in the step, the median over `steps` steps; none where the real step dispatched other ops than its
         fake trace (the network then adds no op samples)."""
-        def clock() -> float:
-            sync(self.device)
-            return time.perf_counter()
-
         names = [op.name for op in self.trace.ops]
         runs = []
         for _ in range(steps):
-            recorder = Recorder(clock)
+            recorder = Recorder(synced_clock(self.device))
             with recorder:
                 self.step()
             if [op.name for op in recorder.ops] == names:
@@ -87,12 +82,8 @@ class Measurement:
 def timing_overhead(device: str) -> float:
     """What trace.Recorder's timing adds to an op: the median recorded time of a trivial op (aten.alias of one
     element), which a step's C++ autograd engine would call for a fraction of a microsecond."""
-    def clock() -> float:
-        sync(device)
-        return time.perf_counter()
-
     x = torch.zeros(1, device=device)
-    recorder = Recorder(clock)
+    recorder = Recorder(synced_clock(device))
     with recorder:
         for _ in range(200):
             torch.ops.aten.alias.default(x)
@@ -150,25 +141,16 @@ def fit(nets: list[Measurement], machine: dict) -> Calibrated:
             ops[op.name].append((op, seconds))
     steps = [(m.trace, m.fastest.best["step"]) for m in nets]
     fits = {name: fit_op([op for op, _ in samples], [s for _, s in samples], MAX_SAMPLES)
-            for name, samples in ops.items() if len(samples) >= MIN_SAMPLES}
+            for name, samples in ops.items()}
     partial = Calibrated(fits, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0, 0.0, _fallback(ops), machine)
     rows, measured = [], []
     for trace, seconds in steps:
         groups = partial.group_seconds(trace.ops)
         rows.append([groups[g] for g in GROUPS] + [len(trace.ops), trace.tensors, 1.0])
         measured.append(seconds)
-    coef = _fit_step(np.array(rows), np.array(measured))
+    coef = relative_nnls(np.array(rows), np.array(measured))
     scale = {g: (c if c > 0 else 1.0) for g, c in zip(GROUPS, coef)}   # a group no network ran: as measured alone
     return Calibrated(fits, scale, *coef[-3:], partial.fallback, machine)
-
-
-def _fit_step(rows: np.ndarray, measured: np.ndarray) -> list[float]:
-    """Non-negative terms of rows @ terms = measured, least squares on relative error."""
-    from scipy.optimize import nnls
-    design = rows / measured[:, None]
-    scales = np.where(np.abs(design).max(axis=0) > 0, np.abs(design).max(axis=0), 1.0)
-    coef, _ = nnls(design / scales, np.ones_like(measured))
-    return [float(c) for c in coef / scales]
 
 
 def machine_record(device: str, threads: int, budget_s: float, nets: list[Measurement]) -> dict:

@@ -48,7 +48,7 @@ def predictor_of(profile: DeviceProfile) -> Calibrated | Roofline:
     """A profile's latency predictor: its calibration, else the roofline of its figures."""
     if profile.latency is not None:
         return profile.latency
-    missing = [f for f in ("memory_Bps", "call_overhead_s") if getattr(profile, f) is None]
+    missing = profile.missing_roofline
     if missing:
         raise ValueError(f"profile {profile.name} has no {missing[0]} for compute: latency; give it "
                          f"{' and '.join(missing)} (with their sources) in its catalog file, or calibrate the device "

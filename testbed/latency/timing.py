@@ -22,6 +22,15 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def synced_clock(device: str):
+    """perf_counter after waiting for the device's queued work: a clock for one op's time."""
+    def clock() -> float:
+        sync(device)
+        return time.perf_counter()
+
+    return clock
+
+
 def median_seconds(fn, device: str, budget_s: float, most: int = 25) -> float:
     """Median wall time of fn() over repeats that fit in budget_s (at least 3), after one warm-up call."""
     fn()

@@ -126,8 +126,8 @@ class Scenario(Strict):
         profiles = self.fleet.profiles
         for i, g in enumerate(self.fleet.groups):
             profile = profiles[g.profile]
-            missing = [f for f in ("memory_Bps", "call_overhead_s") if getattr(profile, f) is None]
-            if profile.latency is None and missing:
+            missing = profile.missing_roofline
+            if missing:
                 raise ValueError(f"fleet.groups.{i}.profile: {g.profile} has no {missing[0]} for compute: latency; "
                                  "calibrate the device (testbed calibrate --out FILE) and list FILE in "
                                  "fleet.catalog, or give the profile memory_Bps and call_overhead_s with sources")
