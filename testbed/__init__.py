@@ -4,7 +4,8 @@ The Python API (testbed/api.py): `testbed.run`, `load_run`, `sweep`, `report`, `
 `Run` and `Report`; `testbed.calibrate` and `testbed.step_time` (the latency clock, testbed/latency/). `import testbed` stays light (no torch, no pandas): the API is imported on first use of one
 of its names (PEP 562), so that the command line's one-line errors stay fast.
 """
-__version__ = "0.1.0"
+from testbed.version import __version__
+
 __all__ = ["Report", "Run", "RunsFailed", "TestbedError", "calibrate", "compare", "load_run", "report", "run",
            "step_time", "sweep", "validate"]
 LATENCY = ("calibrate", "step_time")   # testbed/latency/__init__.py: the latency clock's calls

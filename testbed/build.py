@@ -1,11 +1,12 @@
-"""A validated scenario to live objects: dataset, partition, model, fleet, strategy and executor, each from
-its own random stream spawned from the scenario's seed; and the run's selector and staleness function, from their
-sections. The schema (testbed/schema/) stays plain data: what its sections make is made here (the strategy of the
-`algorithm:` section by testbed/strategies.py)."""
+"""The composition root: a validated scenario to the live objects of one run (testbed/experiment.py's
+Experiment): dataset, partition, model, fleet, strategy, selector, staleness function and executor, each from its
+own random stream spawned from the scenario's seed, and the contracts that check the plugins among them. The
+schema (testbed/schema/) stays plain data and the protocols never import this module: what the sections name is
+made here, through the module that knows each kind (testbed/data/loading.py, testbed/models/factory.py,
+testbed/strategies.py, testbed/staleness.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -13,10 +14,11 @@ import torch
 import devices
 from testbed.data import PARTITIONERS, Dataset
 from testbed.data.clients import ClientData, assign
+from testbed.data.loading import load_dataset
 from testbed.data.partition import label_histograms
 from testbed.data.server import SharedData, carve, share_with_devices
 from testbed import plugins
-from testbed.contracts import check_model
+from testbed.contracts import Contracts, check_model
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
 from testbed.execution.processes import ProcessExecutor, workers_for
@@ -24,40 +26,19 @@ from testbed.functional import score
 from testbed.local import LocalSGD
 from testbed.payload import CODECS
 from testbed.algorithms.base import Build
-from testbed.protocols import staleness
-from testbed.schema.protocol import Staleness
 from testbed.schema.scenario import Scenario
 from testbed.schema.selection import Selection
 from testbed.selection import SELECTORS, Selector
 from testbed.strategies import strategy_of
+from testbed.experiment import Experiment, Purpose, stream
+from testbed.models.factory import make_model
+from testbed.staleness import staleness_of
 from testbed.submodel import SubmodelCosts
-
-
-class Purpose:
-    """Independent random streams, one per purpose, spawned from the scenario seed."""
-
-    FLEET, SELECTION, TRAINING, MODEL_INIT, PARTITION, CLIENT_SPLIT, EVALUATION, STRATEGY, SERVER_DATA = range(9)
-
-
-def stream(seed: int, *key: int) -> np.random.SeedSequence:
-    return np.random.SeedSequence(seed, spawn_key=key)
-
-
-@dataclass
-class Experiment:
-    scenario: Scenario
-    dataset: Dataset
-    clients: ClientData
-    model: torch.nn.Module
-    fleet: Any
-    strategy: Any
-    executor: Any
-    shared: SharedData | None = None   # the server's own data (data.server)
 
 
 def build(scenario: Scenario) -> Experiment:
     seed = scenario.seed
-    dataset = scenario.data.load()
+    dataset = load_dataset(scenario.data)
     fleet = devices.Fleet.build(scenario.fleet.specs(), stream(seed, Purpose.FLEET))
     labels = dataset.train_y.numpy()
     server, pool = _server_data(scenario, labels, dataset.num_classes)
@@ -92,7 +73,7 @@ def build(scenario: Scenario) -> Experiment:
         clients = replace(clients, train=share_with_devices(
             clients.train, server, count, np.random.default_rng(stream(seed, Purpose.SERVER_DATA, 1))))
     torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
-    model = scenario.model.make(dataset.sample_shape, dataset.num_classes)
+    model = make_model(scenario.model.name, scenario.model.width, dataset.sample_shape, dataset.num_classes)
     check_model(scenario.model.name, model, dataset.train_x[:2], dataset.num_classes)  # logits for every class
     client = LocalSGD(**scenario.client.model_dump())
     strategy = strategy_of(scenario.algorithm, Build(
@@ -100,7 +81,12 @@ def build(scenario: Scenario) -> Experiment:
         scenario.updates_per_aggregation, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
         lambda: initial_accuracy(model, dataset, clients)))
     executor = _executor(scenario, model, dataset)
-    return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, shared)
+    selector = selector_of(scenario.selection)
+    contracts = Contracts(scenario, strategy, selector, dict(model.named_parameters()), fleet.n)
+    protocol = scenario.protocol
+    weight = staleness_of(**protocol.staleness.model_dump()) if protocol.kind == "async" else None
+    return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, selector, contracts, weight,
+                      shared)
 
 
 def _one_client_a_device(partition, params: dict) -> bool:
@@ -149,10 +135,3 @@ def selector_of(section: Selection) -> Selector:
     so options it refuses never reach a run)."""
     return plugins.resolve("selector", SELECTORS, section.name)(**section.options)
 
-
-STALENESS = {"constant": staleness.Constant, "polynomial": staleness.Polynomial, "hinge": staleness.Hinge}
-
-
-def staleness_of(section: Staleness) -> staleness.Constant | staleness.Polynomial | staleness.Hinge:
-    """The staleness function s(tau) of protocol.staleness: its kind's function with the section's constants."""
-    return STALENESS[section.kind](**section.model_dump(exclude={"kind"}))

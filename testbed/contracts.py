@@ -39,6 +39,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
+from testbed import plugins
 from testbed.errors import PluginError
 
 CHECK_BUILTINS = False   # check the built-ins too (tests): their failure is a testbed bug, an AssertionError
@@ -46,8 +47,8 @@ CHECK_BUILTINS = False   # check the built-ins too (tests): their failure is a t
 
 def where(hook: Any) -> str:
     """' (file:line)' of a hook's code where Python knows it (a plain function or method); '' otherwise."""
-    code = getattr(getattr(hook, "__func__", hook), "__code__", None)
-    return "" if code is None else f" ({code.co_filename}:{code.co_firstlineno})"
+    place = plugins.where(hook)
+    return "" if place is None else f" ({place})"
 
 
 class Plugin:
@@ -330,7 +331,6 @@ def check_model(name: str, model: torch.nn.Module, batch: torch.Tensor, num_clas
     """The output of model.name's model on one batch of the data: (batch, num_classes, ...) logits, fewer or more
     refused. Run in eval mode with no gradient (no batch-norm statistics move, no dropout draws), the mode put
     back: the run is unchanged."""
-    from testbed import plugins
     from testbed.names import MODELS
 
     builtin = name in MODELS

@@ -32,6 +32,19 @@ def degenerate_rounds(rounds: pd.DataFrame, scenario) -> dict:
     return {"degenerate_rounds": counts} if counts else {}
 
 
+def ending_facts(ending, scenario, availability) -> dict:
+    """summary.json's record of how a run ended (protocols/stopping.py's Ending): ended_early where no device could
+    train again, no_task_from where plugins handed out no task, stop_reason where its callbacks stopped it."""
+    facts = {}
+    if ending.ran_out_at is not None:  # no device could train again: said, not silent
+        facts |= ended_early(scenario, availability, ending.ran_out_at, ending.first_usable_s)
+    if ending.no_task_from:
+        facts["no_task_from"] = list(ending.no_task_from)
+    if ending.stop_reason is not None:
+        facts["stop_reason"] = ending.stop_reason
+    return facts
+
+
 def ended_early(scenario, availability, t: float, first_usable_s: float | None = None) -> dict:
     """summary.json's record of a run that ended at simulated time t, before its stop, because no device would be
     able to train again, or (`first_usable_s`: when the first would) not before stop.max_sim_time_s;

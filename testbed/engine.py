@@ -13,9 +13,10 @@ from testbed.checkpoint import Checkpoint
 from testbed.protocols.asynchronous import run_async
 from testbed.protocols.hierarchical import run_hierarchical
 from testbed.protocols.kit import Kit
+from testbed.protocols.stopping import Ending
 from testbed.protocols.sync import run_sync
 from testbed.resources import Resources
-from testbed.scenario import Experiment
+from testbed.experiment import Experiment
 
 PROTOCOLS = {"sync": run_sync, "async": run_async, "hierarchical": run_hierarchical}  # by protocol.kind
 
@@ -33,7 +34,8 @@ class Engine:
         self.start = start
         self.kit = Kit(exp, on_round, on_checkpoint, start, resources, ask)
 
-    def run(self) -> None:
+    def run(self) -> Ending:
+        """Play the run; how it ended besides its rows."""
         env = simpy.Environment(initial_time=self.start.now if self.start else 0)
         # what was built before the run (data, fleet, model) lives as long as the run: the collector need not walk
         # it again at every full collection (at 100,000 devices those pauses were ~20% of a round)
@@ -43,3 +45,5 @@ class Engine:
         finally:
             gc.unfreeze()
             self.exp.executor.close()
+        kit = self.kit
+        return Ending(kit.stop_reason, kit.ran_out_at, kit.first_usable_s, tuple(kit.contracts.no_task))

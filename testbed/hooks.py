@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable
 
+from testbed import plugins
 from testbed.errors import PluginError, TestbedError
 
 Callback = Callable[[dict], object]
@@ -28,8 +29,8 @@ Callback = Callable[[dict], object]
 def named(callback: Callback) -> str:
     """How errors name a callback: its qualified name and, where Python knows them, its file and line."""
     name = (getattr(callback, "__qualname__", None) or type(callback).__name__).split("<locals>.")[-1]
-    code = getattr(callback, "__code__", None)
-    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code is not None else name
+    place = plugins.where(callback)
+    return name if place is None else f"{name} ({place})"
 
 
 def checked(callbacks: Iterable[Callback]) -> tuple[Callback, ...]:

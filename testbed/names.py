@@ -24,6 +24,12 @@ class Registry(UserDict):
         return entry
 
 
+# The interfaces a plugin of each kind subclasses, which the schema checks a class against without importing the
+# layers that define them (README, "Layout": the schema sits below the algorithms).
+INTERFACES = Registry({
+    "algorithm": "testbed.algorithms.base:Strategy",
+})
+
 DATASETS = Registry({
     # bundled: real data shipped by installed packages
     "mnist5k": "testbed.data.mnist5k:load_mnist5k",

@@ -120,6 +120,13 @@ def _remember_where(module) -> None:
             _USER_CODE.add(os.path.abspath(place))
 
 
+def where(obj: Any) -> str | None:
+    """'file:line' of the code of a function, method or class's __call__ where Python knows it; None otherwise
+    (how errors point to the plugin or callback that broke a rule)."""
+    code = getattr(getattr(obj, "__func__", obj), "__code__", None)
+    return None if code is None else f"{code.co_filename}:{code.co_firstlineno}"
+
+
 def culprit(err: BaseException) -> str | None:
     """Where in code a scenario named (not the testbed's) `err` was raised: 'file:line in function' of the
     innermost such frame of its traceback; None where it came from the testbed or a library."""

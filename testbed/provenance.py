@@ -23,14 +23,14 @@ import platform
 import subprocess
 from pathlib import Path
 
-import testbed
+from testbed.version import __version__
 
-PACKAGE = Path(testbed.__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent   # the testbed package's folder
 
 
 def made_with(device: str = "cpu") -> dict:
     commit, dirty = code_version()
-    return {"testbed": testbed.__version__, "code": source_digest(), "commit": commit, "dirty": dirty,
+    return {"testbed": __version__, "code": source_digest(), "commit": commit, "dirty": dirty,
             "torch": torch_version(),
             "processor": gpu_name() if device == "cuda" else cpu_name()}
 

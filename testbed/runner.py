@@ -43,88 +43,89 @@ def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", q
 
 def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resume: bool,
          threads: int, watch: Watch) -> tuple[Path, dict]:
-    from tqdm.auto import tqdm  # a notebook gets its own widget, a terminal the text bar
-
     from testbed import checkpoint
+    from testbed.degenerate import degenerate_warning, ending_facts
     from testbed.engine import Engine
-    from testbed.resources import Resources
-    from testbed.degenerate import degenerate_warning, ended_early
-    from testbed.hooks import asker, table_row
+    from testbed.hooks import asker
+    from testbed.progress import Progress
     from testbed.runlog import RunWriter, resolved, run_folder, tables
 
-    try:
-        exp = sc.build(scenario)
-        resources = Resources(exp)  # a fleet where the task fits no device is refused before the folder is made
-    except TestbedError as err:  # found while loading data or sizing the task: name the scenario, as validation does
-        raise type(err)(f"{source}: {err}") from err.__cause__   # a PluginError stays one, its cause chained
+    exp, resources = _built(scenario, source)
     start = checkpoint.load(run_folder(out, scenario), resolved(scenario)) if resume else None
     writer = RunWriter(out, exp, start)
     if writer.dropped:  # rows of rounds after the checkpoint (and a torn one), which the run plays again
         print(f"resume: dropped {', '.join(writer.dropped)} of {writer.path}, past the checkpoint at round "
               f"{start.round}: the run plays those rounds again", file=sys.stderr)
     kept = kept_rows(writer.path) if start else []   # a resumed run's rows: the bar's and trackers' totals go on
-    uplink = resumed_uplink(kept)
     columns = tables(scenario)["rounds.csv"]
     trackers = _trackers(watch, scenario, writer)
-    with tqdm(total=scenario.stop.max_rounds, initial=start.round if start else 0, unit="round",
-              desc=scenario.name, disable=quiet) as bar:
-        def on_round(record: dict, events: list[dict]) -> None:
-            nonlocal uplink
-            writer.round(record, events)
-            uplink += record["bytes_up"]
-            bar.update(1)
-            acc = record["accuracy"]
-            bar.set_postfix_str(f"sim {record['t_end_s']:.0f}s acc {'-' if acc != acc else f'{acc:.3f}'} "
-                                f"up {uplink / 1e6:.1f}MB")
-            if trackers is not None:
-                trackers.log(table_row(record, columns))
-
+    with Progress(scenario, start.round if start else 0, kept, quiet, writer.round, trackers, columns) as progress:
         try:
             if trackers is not None:   # a tracker that cannot start stops the run before round 1
                 trackers.start(kept)
             writer.facts |= resources.facts() | {"torch_threads": threads,
-                                                      "made_with": made_with(scenario.executor.device)}
-            engine = Engine(exp, on_round, writer.checkpoint, start, resources, asker(watch.on_round, columns))
-            engine.run()
-            if engine.kit.ran_out_at is not None:  # no device could train again: said, not silent
-                writer.facts |= ended_early(scenario, exp.fleet.availability, engine.kit.ran_out_at,
-                                            engine.kit.first_usable_s)
-            if engine.kit.contracts.no_task:  # the plugins that handed out no task in a round (degenerate.py)
-                writer.facts["no_task_from"] = engine.kit.contracts.no_task
-            if engine.kit.stop_reason is not None:
-                writer.facts["stop_reason"] = engine.kit.stop_reason
-        except TestbedError as err:
-            writer.close(status=f"failed: {err}")
-            _close(trackers, f"failed: {err}")
-            raise type(err)(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})") \
-                from err.__cause__   # a callback's or plugin's own exception stays chained; a PluginError one
-        except BaseException as err:  # Ctrl-C or a crash: keep what was written and say so, then let it through
-            crashed = not isinstance(err, (KeyboardInterrupt, OSError))
-            if crashed:  # a bug: its traceback in the run folder, for the report (cli.main names the file)
-                err.log_file = write_crash_log(err, writer.path)
-                plugin = plugin_crash(err)
-                if plugin is not None:  # user code raised: their bug, a PluginError, the run closed as failed
-                    writer.close(status=f"failed: {plugin}")
-                    _close(trackers, f"failed: {plugin}")
-                    raise plugin from err
-            status = "interrupted" if isinstance(err, KeyboardInterrupt) else \
-                f"{'crashed' if crashed else 'failed'}: {type(err).__name__}: {err}"
-            try:
-                writer.close(status=status)
-            except OSError:  # the folder went away or the disk is full: the error itself says what happened
-                pass
-            _close(trackers, status)
-            raise
+                                                 "made_with": made_with(scenario.executor.device)}
+            engine = Engine(exp, progress.on_round, writer.checkpoint, start, resources,
+                            asker(watch.on_round, columns))
+            writer.facts |= ending_facts(engine.run(), scenario, exp.fleet.availability)
+        except BaseException as err:
+            raise _closed(err, writer, trackers)
     summary = writer.close()
-    if trackers is not None or watch.report is not None:
-        written = watch.report(writer.path) if watch.report is not None else []
-        if trackers is not None:
-            trackers.finish(summary, [writer.path / name for name in KEPT if (writer.path / name).is_file()]
-                            + list(written))
+    _finish(watch, writer.path, summary, trackers)
     warning = degenerate_warning(summary, scenario)
     if warning:
         print(warning, file=sys.stderr)
     return writer.path, summary
+
+
+def _built(scenario: sc.Scenario, source: str):
+    """The experiment and its device resources; an error found while loading data or sizing the task names the
+    scenario, as validation does."""
+    from testbed.resources import Resources
+
+    try:
+        exp = sc.build(scenario)
+        return exp, Resources(exp)  # a fleet where the task fits no device is refused before the folder is made
+    except TestbedError as err:
+        raise type(err)(f"{source}: {err}") from err.__cause__   # a PluginError stays one, its cause chained
+
+
+def _closed(err: BaseException, writer, trackers) -> BaseException:
+    """The run folder (and trackers) closed after `err` stopped the run; what to raise: a TestbedError naming
+    where the rounds are kept, a PluginError where user code crashed, else `err` itself (Ctrl-C, a disk error,
+    a testbed bug, whose traceback goes into the run folder for the report)."""
+    if isinstance(err, TestbedError):
+        writer.close(status=f"failed: {err}")
+        _close(trackers, f"failed: {err}")
+        said = type(err)(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})")
+        said.__cause__ = err.__cause__   # a callback's or plugin's own exception stays chained; a PluginError one
+        return said
+    crashed = not isinstance(err, (KeyboardInterrupt, OSError))
+    if crashed:  # a bug: its traceback in the run folder, for the report (cli.main names the file)
+        err.log_file = write_crash_log(err, writer.path)
+        plugin = plugin_crash(err)
+        if plugin is not None:  # user code raised: their bug, a PluginError, the run closed as failed
+            writer.close(status=f"failed: {plugin}")
+            _close(trackers, f"failed: {plugin}")
+            plugin.__cause__ = err
+            return plugin
+    status = "interrupted" if isinstance(err, KeyboardInterrupt) else \
+        f"{'crashed' if crashed else 'failed'}: {type(err).__name__}: {err}"
+    try:
+        writer.close(status=status)
+    except OSError:  # the folder went away or the disk is full: the error itself says what happened
+        pass
+    _close(trackers, status)
+    return err
+
+
+def _finish(watch: Watch, path: Path, summary: dict, trackers) -> None:
+    """A completed run's report (where asked), then its trackers keep the run's files and the report's."""
+    if trackers is None and watch.report is None:
+        return
+    written = watch.report(path) if watch.report is not None else []
+    if trackers is not None:
+        trackers.finish(summary, [path / name for name in KEPT if (path / name).is_file()] + list(written))
 
 
 KEPT = ("scenario.resolved.yaml", "summary.json", "rounds.csv", "events.csv", "devices.csv")  # trackers' artifacts
@@ -166,7 +167,3 @@ def kept_rows(run: Path) -> list[dict]:
 
     return pd.read_csv(run / "rounds.csv").to_dict("records")
 
-
-def resumed_uplink(kept: list[dict]) -> int:
-    """The uplink bytes of the rounds a resumed run keeps."""
-    return int(sum(row["bytes_up"] for row in kept))

@@ -5,7 +5,8 @@
 - wording validation errors (testbed/schema/errors.py),
 - building the experiment's live objects (testbed/build.py).
 """
-from testbed.build import Experiment, Purpose, build, initial_accuracy, stream
+from testbed.build import build, initial_accuracy
+from testbed.experiment import Experiment, Purpose, stream
 from testbed.scenario_file import apply_overrides, load, read_yaml, set_path, validate, yaml_value
 from testbed.schema.errors import describe
 from testbed.schema.scenario import Scenario

@@ -41,7 +41,6 @@ import numpy as np
 import simpy
 
 from testbed.algorithms.base import Failure, ServerState
-from testbed.build import staleness_of
 from testbed.protocols.async_rows import Aggregated, TaskRow, aggregation_rows, cut_into, cut_rows
 from testbed.protocols.async_state import AsyncState, InFlight, Window, restored
 from testbed.protocols.kit import Kit
@@ -58,7 +57,7 @@ class AsyncServer:
     def __init__(self, kit: Kit, env: simpy.Environment):
         self.kit, self.env, self.cfg = kit, env, kit.scenario
         self.protocol = self.cfg.protocol
-        self.weight = staleness_of(self.protocol.staleness)
+        self.weight = kit.staleness
         start = kit.begin()
         self.state: ServerState = start.state
         self.resumed, self.finished_before = start.resumed, start.finished   # from a checkpoint; of a finished run
@@ -195,7 +194,7 @@ class AsyncServer:
         kit, r = self.kit, kept.version + 1
         arrivals = self._trained(model, kept)
         failures = [Failure(t.task.device, why) for t, why in kept.window.ended]
-        model, metrics = kit.contracts.aggregated(kit.strategy.aggregate(model, r, arrivals, failures), r)
+        model, metrics = kit.aggregate(model, r, arrivals, failures)
         arrived = [Outcome(t.task.device, t.task.round, "arrived", t.plan.phases[0].start_s, t.plan.end_s, a.metrics)
                    for (t, _), a in zip(kept.buffer, arrivals)]
         kit.participation.ended(r, now, arrived + [Outcome(t.task.device, t.task.round, why, t.plan.phases[0].start_s,

@@ -22,7 +22,7 @@ from testbed.execution.device import model_on, moved
 from testbed.execution.placement import Placement
 from testbed.execution.processes import ProcessExecutor
 from testbed.execution.precision import arithmetic
-from testbed.scenario import Experiment, Purpose, stream
+from testbed.experiment import Experiment, Purpose, stream
 
 
 class Evaluation:

@@ -123,8 +123,7 @@ def run_hierarchical(kit: Kit, env: simpy.Environment):
             e.backhaul.append(Phase(edge_id(e.cell), "backhaul_up", e.clock.advance(up_s), e.clock.t, True, up_s))
         for step in max(edges, key=lambda e: e.clock.t).clock.steps:   # to the last upload's landing
             yield env.timeout(step)
-        state, metrics = kit.contracts.aggregated(
-            kit.strategy.aggregate(state, r, [e.update for e in edges if e.update is not None], []), r)
+        state, metrics = kit.aggregate(state, r, [e.update for e in edges if e.update is not None], [])
         server_flops = int(metrics.pop("server_flops", 0))
         server_rows = yield from kit.server_work(env, r, server_flops)
         rounds = [er for e in edges for er in e.rounds]

@@ -29,11 +29,9 @@ import simpy
 import torch
 
 import devices
-from testbed.algorithms.base import Arrival, Params, ServerState, Strategy, Task
-from testbed.build import selector_of
+from testbed.algorithms.base import Arrival, Failure, Params, ServerState, Strategy, Task
 from testbed.checkpoint import Checkpoint
 from testbed.clock import Phase, TaskPlan, Timeline, plan_task
-from testbed.contracts import Contracts
 from testbed.execution import TrainJob
 from testbed.execution.placement import Placement
 from testbed.flops import compute_seconds, forward_flops_per_sample
@@ -49,7 +47,8 @@ from testbed.protocols.recorder import Recorder
 from testbed.protocols.registry import declared
 from testbed.protocols.stopping import StopRules
 from testbed.resources import Resources
-from testbed.scenario import Experiment, Purpose, Scenario, stream
+from testbed.experiment import Experiment, Purpose, stream
+from testbed.schema.scenario import Scenario
 from testbed.store import ClientStore
 
 SERVER = -1  # the device column of the server's own work in events.csv (phase "server")
@@ -110,9 +109,10 @@ class Kit(TaskPlanning, StopRules):
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
         self._device_state = ClientStore(self.scenario.device_state.max_in_memory)
-        selector = selector_of(self.scenario.selection)
+        selector = exp.selector
+        self.staleness = exp.staleness   # s(tau) of an asynchronous run, None otherwise
         registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
-        self.contracts = Contracts(self.scenario, exp.strategy, selector, self._params, self.fleet.n)  # plugins'
+        self.contracts = exp.contracts   # the plugins' checks (testbed/contracts.py)
         self._evaluation = Evaluation(exp, self.placement, self.contracts)
         network = self.scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
@@ -141,6 +141,12 @@ class Kit(TaskPlanning, StopRules):
         self.strategy_rng.bit_generator.state = start.strategy_rng
         state = self.placement.to_server(replace(start.state, clients=self._device_state))
         return Start(state, start.round, True, start.finished, self.placement.here(start.protocol))
+
+    def aggregate(self, state: ServerState, r: int, arrivals: list[Arrival],
+                  failures: list[Failure]) -> tuple[ServerState, dict]:
+        """Aggregation r: the strategy's new state and metrics, checked by its contract; every protocol's one way
+        to aggregate."""
+        return self.contracts.aggregated(self.strategy.aggregate(state, r, arrivals, failures), r)
 
     # ---- a task -------------------------------------------------------------------------------------------
     def probe(self, state: ServerState, r: int, t0: float) -> Probe:

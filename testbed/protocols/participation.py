@@ -22,7 +22,7 @@ import devices
 from testbed.algorithms.base import RoundContext, ServerState, Strategy, Task
 from testbed.contracts import Contracts
 from testbed.resources import Resources
-from testbed.scenario import Scenario
+from testbed.schema.scenario import Scenario
 from testbed.selection import History, Outcome, SelectionContext, Selector, resumed_state
 
 NO_METRICS: dict = {}   # a task's report where the server trained none: read, never written

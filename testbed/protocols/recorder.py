@@ -31,7 +31,7 @@ from testbed.protocols.evaluation import Evaluation
 from testbed.protocols.participation import Participation
 from testbed.protocols.stopping import StopRules
 from testbed.resources import Resources
-from testbed.scenario import Scenario
+from testbed.schema.scenario import Scenario
 
 Spent = Iterable[tuple[Phase, "Timeline | None", bool]]   # phases, each with its task's timeline and whether wasted
 

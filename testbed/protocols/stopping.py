@@ -5,11 +5,23 @@ for by the run's on_round callbacks (the Python API's `on_round=`, testbed/hooks
 from __future__ import annotations
 
 import math
-
+from dataclasses import dataclass
 from typing import Callable
 
 from testbed.errors import TestbedError
-from testbed.scenario import Scenario
+from testbed.schema.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a played run ended, besides its rows: the reason its on_round callbacks gave to stop it, when no device
+    could train again (and when the first would have), and the plugins that handed out no task in a round
+    (their 'reference.hook (file:line)'); summary.json says each (testbed/degenerate.py's ending_facts)."""
+
+    stop_reason: str | None = None
+    ran_out_at: float | None = None
+    first_usable_s: float | None = None
+    no_task_from: tuple[str, ...] = ()
 
 
 class StopRules:

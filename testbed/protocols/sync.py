@@ -119,8 +119,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
         received = kit.deliver(state, {tasks[d].down for d in play.kept})
         work = [(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.kept)]
         arrivals = kit.train(work)
-        state, metrics = kit.contracts.aggregated(kit.strategy.aggregate(
-            state, r, arrivals, [Failure(d, why) for d, why in sorted(play.cut.items())]), r)
+        state, metrics = kit.aggregate(state, r, arrivals, [Failure(d, why) for d, why in sorted(play.cut.items())])
         picks.round_ended(r, env.now, t_dispatch, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
         server_flops = int(metrics.pop("server_flops", 0))
         server_rows = yield from kit.server_work(env, r, server_flops)

@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationInfo, field_validator,
                       model_validator)
 
-from testbed.errors import PluginError, TestbedError
 from testbed.names import CODECS, DATASET_PARAMETERS, DATASETS, MODELS
 from testbed import plugins
 from testbed.schema.common import Fraction, Strict, pluggable, registered, relative_to_scenario
@@ -148,47 +147,10 @@ class Data(Strict):
     def loader(self):
         return plugins.resolve("dataset", DATASETS, self.name)
 
-    def load(self):
-        from testbed.data import Dataset
-
-        where = {"root": self.root} if self.root is not None else {}
-        try:
-            dataset = self.loader()(**where, **self.options)
-        except (OSError, ValueError) as err:  # a file problem names its path; anything else is an option's value
-            about_files = isinstance(err, OSError) or (self.root is not None and str(self.root) in str(err))
-            raise TestbedError(f"data.{'root' if about_files else 'options'}: {err}") from None
-        except Exception as err:  # noqa: BLE001 - only a user's loader gets here: their bug, in one line
-            raise PluginError(f"data.name: '{self.name}' raised {type(err).__name__}: {' '.join(str(err).split())}; "
-                              "fix the loader") from err
-        if not isinstance(dataset, Dataset):
-            raise PluginError(f"data.name: '{self.name}' returned {type(dataset).__name__}, not a Dataset; return "
-                              "testbed.data.Dataset (docs/extending.md)")
-        problems = dataset.problems()
-        if problems:
-            raise PluginError(f"data.name: '{self.name}' returned a dataset that cannot train: {problems[0]}")
-        return dataset
-
 
 class Model(Strict):
     name: pluggable("model", MODELS, _model_factory)   # a model of the zoo, or a factory of yours
     width: PositiveFloat = 1.0
-
-    def make(self, sample_shape: tuple[int, ...], num_classes: int):
-        """The model for this data: the factory's (sample_shape, num_classes, width) -> torch.nn.Module."""
-        import torch
-
-        factory = plugins.resolve("model", MODELS, self.name)
-        try:
-            model = factory(sample_shape, num_classes, self.width)
-        except Exception as err:  # noqa: BLE001 - a user's factory failing is their bug, said in one line
-            if self.name in MODELS:
-                raise
-            raise PluginError(f"model.name: '{self.name}' raised {type(err).__name__}: "
-                              f"{' '.join(str(err).split())}; fix the factory") from err
-        if not isinstance(model, torch.nn.Module):
-            raise PluginError(f"model.name: '{self.name}' returned {type(model).__name__}, not a torch.nn.Module; "
-                              "return the model")
-        return model
 
 
 class Client(Strict):

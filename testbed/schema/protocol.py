@@ -2,7 +2,7 @@
 aggregation through the cells' edge servers, on the same clock.
 
 Semantics of each: testbed/protocols/sync.py, asynchronous.py and hierarchical.py. A staleness section is the
-function's kind and constants (testbed/protocols/staleness.py); testbed/build.py makes the function of it.
+function's kind and constants (testbed/staleness.py); testbed/build.py makes the function of it.
 """
 from __future__ import annotations
 

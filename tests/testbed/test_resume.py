@@ -229,7 +229,12 @@ def test_checkpoints_are_replaced_atomically(tmp_path):
 
 
 def test_the_progress_bar_of_a_resumed_run_counts_the_uplink_it_kept(tmp_path):
-    from testbed.runner import kept_rows, resumed_uplink
+    from types import SimpleNamespace
+
+    from testbed.progress import Progress
+    from testbed.runner import kept_rows
 
     (tmp_path / "rounds.csv").write_text("round,bytes_up,accuracy\n1,1000,0.5\n2,2500,\n")
-    assert resumed_uplink(kept_rows(tmp_path)) == 3500
+    scenario = SimpleNamespace(name="s", stop=SimpleNamespace(max_rounds=5))
+    with Progress(scenario, 2, kept_rows(tmp_path), True, lambda row, events: None, None, []) as progress:
+        assert progress.uplink == 3500 and progress.bar.n == 2

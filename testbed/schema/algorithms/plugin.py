@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from testbed import plugins
+from testbed.names import INTERFACES
 from testbed.schema.algorithms.builtin import BUILTIN
 from testbed.schema.algorithms.config import AlgorithmConfig
 from testbed.schema.options import annotated_types, check_options, parameters
@@ -25,9 +26,7 @@ class PluginAlgorithm(AlgorithmConfig):
     @classmethod
     def _names_a_strategy(cls, name: str) -> str:
         found = plugins.resolve("algorithm", BUILTIN, name)   # user code: importing it imports torch anyway
-        from testbed.algorithms.base import Strategy
-
-        plugins.check_subclass(found, Strategy, name)
+        plugins.check_subclass(found, INTERFACES["algorithm"], name)
         return name
 
     @model_validator(mode="after")
@@ -43,10 +42,8 @@ class PluginAlgorithm(AlgorithmConfig):
     def _creator(self) -> tuple[Any, bool]:
         """What takes the options: the strategy's own create, or (the default create) its constructor; and
         whether it is the constructor."""
-        from testbed.algorithms.base import Strategy
-
         cls = self.strategy_class()
-        default = cls.create.__func__ is Strategy.create.__func__
+        default = cls.create.__func__ is INTERFACES["algorithm"].create.__func__
         return (cls if default else cls.create), default
 
     def _options_taken(self) -> dict[str, inspect.Parameter] | None:

@@ -32,3 +32,11 @@ class Hinge:
 
     def __call__(self, tau: int) -> float:
         return 1.0 if tau <= self.b else 1.0 / (self.a * (tau - self.b) + 1.0)
+
+
+KINDS = {"constant": Constant, "polynomial": Polynomial, "hinge": Hinge}   # by protocol.staleness.kind
+
+
+def staleness_of(kind: str, **constants: float) -> Constant | Polynomial | Hinge:
+    """The staleness function s(tau) of protocol.staleness: its kind's function with the section's constants."""
+    return KINDS[kind](**constants)

@@ -1,0 +1,37 @@
+"""What a run shows while it plays: a progress bar (simulated time, accuracy and the uplink's megabytes so far)
+and each round's row logged to the run's trackers. A resumed run's bar and totals go on from the rows it kept."""
+from __future__ import annotations
+
+from typing import Callable
+
+
+class Progress:
+    """The round callback of one run: `write` (the run folder's) first, then the bar and the trackers (None where
+    the run has none, else given `columns`' values of each row). Use it as a context manager: it closes the bar."""
+
+    def __init__(self, scenario, played: int, kept: list[dict], quiet: bool, write: Callable[[dict, list], None],
+                 trackers, columns: list[str]):
+        from tqdm.auto import tqdm  # a notebook gets its own widget, a terminal the text bar
+
+        self.write, self.trackers, self.columns = write, trackers, columns
+        self.uplink = int(sum(row["bytes_up"] for row in kept))   # the kept rounds' uplink bytes
+        self.bar = tqdm(total=scenario.stop.max_rounds, initial=played, unit="round", desc=scenario.name,
+                        disable=quiet)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
+
+    def on_round(self, record: dict, events: list[dict]) -> None:
+        from testbed.hooks import table_row
+
+        self.write(record, events)
+        self.uplink += record["bytes_up"]
+        self.bar.update(1)
+        acc = record["accuracy"]
+        self.bar.set_postfix_str(f"sim {record['t_end_s']:.0f}s acc {'-' if acc != acc else f'{acc:.3f}'} "
+                                 f"up {self.uplink / 1e6:.1f}MB")
+        if self.trackers is not None:
+            self.trackers.log(table_row(record, self.columns))
