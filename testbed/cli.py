@@ -154,7 +154,21 @@ def parser() -> argparse.ArgumentParser:
     top = _OneLineErrors(prog="testbed", description="Federated learning on a simulated edge fleet: "
                                   "time-to-accuracy in simulated seconds, bytes and FLOPs.")
     sub = top.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a scenario and write runs/<scenario>/<seed>/")
+    _run_command(sub)
+    _validate_command(sub)
+    _sweep_command(sub)
+    _report_command(sub)
+    _compare_command(sub)
+    _calibrate_command(sub)
+    _models_command(sub)
+    top.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    for command in sub.choices.values():  # also after the command: testbed run x.yaml --debug
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return top
+
+
+def _run_command(commands) -> None:
+    run = commands.add_parser("run", help="run a scenario and write runs/<scenario>/<seed>/")
     run.add_argument("file")
     run.add_argument("--seed", type=int, help="override the scenario's seed")
     run.add_argument("--seeds", type=_seeds, metavar="S1,S2,...", help="one run per seed (with --jobs / --ray, "
@@ -169,11 +183,17 @@ def parser() -> argparse.ArgumentParser:
     _parallel_options(run)
     _track_option(run)
     run.set_defaults(handler=_run)
-    val = sub.add_parser("validate", help="check scenario files without running them")
+
+
+def _validate_command(commands) -> None:
+    val = commands.add_parser("validate", help="check scenario files without running them")
     val.add_argument("files", nargs="+")
     val.add_argument("--set", action="append", metavar="KEY.PATH=VALUE")
     val.set_defaults(handler=_validate)
-    swp = sub.add_parser("sweep", help="run every combination of a grid of scenario fields into "
+
+
+def _sweep_command(commands) -> None:
+    swp = commands.add_parser("sweep", help="run every combination of a grid of scenario fields into "
                          "OUT/<scenario>/<scenario>-<values>/<seed>/, skipping completed ones; index in "
                          "OUT/<scenario>/sweep.csv")
     swp.add_argument("file")
@@ -186,7 +206,10 @@ def parser() -> argparse.ArgumentParser:
     _parallel_options(swp)
     _track_option(swp)
     swp.set_defaults(handler=_sweep)
-    rep = sub.add_parser("report", help="time-to-accuracy tables and plots for run folders, compare's too, as "
+
+
+def _report_command(commands) -> None:
+    rep = commands.add_parser("report", help="time-to-accuracy tables and plots for run folders, compare's too, as "
                          "report.html (self-contained, sortable tables) and report.md")
     rep.add_argument("runs", nargs="+", help="run folders, or folders that hold runs (a sweep's "
                      "OUT/<scenario>, any folder of run folders): every run under them; a line names each one "
@@ -199,7 +222,10 @@ def parser() -> argparse.ArgumentParser:
                      "default) or local_accuracy (mean over devices of each one's accuracy on its own test data, "
                      "as personalized FL papers report)")
     rep.set_defaults(handler=_report)
-    cmp = sub.add_parser("compare", help="runs grouped by everything but the seed: mean±std and 95% intervals over "
+
+
+def _compare_command(commands) -> None:
+    cmp = commands.add_parser("compare", help="runs grouped by everything but the seed: mean±std and 95%% intervals over "
                          "seeds of time, uplink and FLOPs to each target, speedups, verdicts against a baseline, and "
                          "comparison plots")
     cmp.add_argument("runs", nargs="+", help="run folders, or folders that hold runs (a sweep's "
@@ -216,7 +242,10 @@ def parser() -> argparse.ArgumentParser:
                      "summation order (e.g. --set executor.threads=2 --out runs_threads2), a folder that holds them "
                      "(repeatable): whether each verdict against --baseline holds there too (sensitivity.csv)")
     cmp.set_defaults(handler=_compare)
-    cal = sub.add_parser("calibrate", help="measure this machine's training ops and write a device file for "
+
+
+def _calibrate_command(commands) -> None:
+    cal = commands.add_parser("calibrate", help="measure this machine's training ops and write a device file for "
                          "compute: latency (docs/latency.md)")
     cal.add_argument("--out", required=True, help="the device file to write (.yaml)")
     cal.add_argument("--threads", type=_jobs, default=1, metavar="N", help="torch threads to measure (default 1)")
@@ -226,12 +255,11 @@ def parser() -> argparse.ArgumentParser:
     cal.add_argument("--name", help="the profile's name in the file (default calibrated_<host>)")
     cal.add_argument("--quiet", action="store_true", help="no progress bar")
     cal.set_defaults(handler=_calibrate)
-    mod = sub.add_parser("models", help="every model with its parameters and forward FLOPs per sample")
+
+
+def _models_command(commands) -> None:
+    mod = commands.add_parser("models", help="every model with its parameters and forward FLOPs per sample")
     mod.set_defaults(handler=_models)
-    top.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
-    for command in sub.choices.values():  # also after the command: testbed run x.yaml --debug
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    return top
 
 
 def main(argv: list[str] | None = None) -> int:

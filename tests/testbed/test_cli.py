@@ -240,3 +240,12 @@ def test_set_reaches_into_lists_and_names_a_bad_index():
         apply_overrides(raw, ["fleet.groups.1.count=2"])
     with pytest.raises(TestbedError, match="the value before 'x' is not a section"):
         apply_overrides(raw, ["stop.max_rounds.x=1"])
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["validate"], ["sweep"], ["report"], ["compare"], ["calibrate"],
+                                     ["models"]])
+def test_every_help_page_prints(command, capsys):
+    """argparse formats help strings with %: a bare percent sign in one once broke `testbed --help`."""
+    with pytest.raises(SystemExit) as end:
+        main([*command, "--help"])
+    assert end.value.code == 0 and "usage: testbed" in capsys.readouterr().out
