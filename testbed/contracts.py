@@ -22,7 +22,7 @@ What is checked, where (each hook's contract: docs/extending.md):
   checkpoint keeps it, plain data (None, numbers, strings, numpy arrays, lists, tuples and dicts of them).
 - A model factory's output: logits (batch, num_classes, ...) for a batch of the training data, checked once
   before round 1 (build.py): fewer or more logits than the data has classes are both refused.
-- A dataset loader's result: schema/data.py (Data.load), before the run.
+- A dataset loader's result: testbed/data/loading.py, before the run.
 Who is checked: user plugins (a reference "package.module:attribute" or a short name an installed package
 registers) always; the built-ins only where CHECK_BUILTINS is set (the tests run every built-in through the
 checks): the checks are shapes and keys, not values, but a built-in need not pay even that at 100,000 devices.

@@ -2,7 +2,7 @@
 (testbed.schema.algorithms.BUILTIN) under the synchronous protocol on two devices, the asynchronous and hierarchical ones with
 FedAvg, each selector (testbed.selection.SELECTORS), each zoo model on its papers' input
 (testbed/models/summary.py): none trips a check, so "internal error ... a bug in the testbed" stays for our bugs.
-The loaders' datasets are checked by Data.load before every run already (Dataset.problems)."""
+The loaders' datasets are checked by testbed/data/loading.py before every run already (Dataset.problems)."""
 import copy
 
 import pytest

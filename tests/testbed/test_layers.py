@@ -89,3 +89,17 @@ def test_no_two_folders_import_each_other():
                 folders[top(m)].add(top(t))
     loops = sorted(f"{a} <-> {b}" for a in folders for b in folders[a] if a < b and a in folders.get(b, ()))
     assert loops == []
+
+
+def test_the_readme_layout_lists_the_layers_in_order():
+    """README's layout is the map a newcomer reads: the same layers, top to bottom, a line a module or folder."""
+    block = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
+    groups, entries = [], {}
+    for line in block.splitlines():
+        if line and not line.startswith(" "):
+            groups.append(line)
+        elif line.startswith("  testbed/"):
+            name = line.split()[0].removeprefix("testbed/").removesuffix("/").removesuffix(".py")
+            entries.setdefault(len(groups) - 1, set()).add(name)
+    assert [entries.get(i, set()) for i in range(len(LAYERS))] == \
+        [set(layer) - {"__main__"} for layer in reversed(LAYERS)]
