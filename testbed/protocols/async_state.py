@@ -7,6 +7,8 @@ Semantics:
   started from, what happened since the last aggregation (`Window`), and the counters and alarms that place the
   next dispatch and aggregation. Nothing in it is derived from anything else in it, except `received`, which is
   trimmed to what `in_flight` and `buffer` need after each aggregation.
+- It never changes: the functions below return the next state (a task ended, a dispatch, a tick, a wake), as a
+  Strategy's aggregate does, and the server (asynchronous.py) holds the latest; a checkpoint keeps one value.
 - A checkpoint saves it whole, as `protocol["server"]`, and a resumed run restores it whole (`restored`). A
   checkpoint of an older testbed kept the same fields as keys of `protocol` of their own, the version as the
   checkpoint's round: `restored` maps them into the dataclass, so those runs resume too.
@@ -15,7 +17,7 @@ Semantics:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from testbed.algorithms.base import Task
 from testbed.clock import TaskPlan, Timeline
@@ -33,7 +35,7 @@ class InFlight:
     battery_cut: bool = False  # its device drops when its battery empties, before its on-interval ends
 
 
-@dataclass
+@dataclass(frozen=True)
 class Window:
     """What happened since the last aggregation: tasks started, and tasks that ended without being buffered."""
 
@@ -42,7 +44,7 @@ class Window:
     ended: list[tuple[InFlight, str]] = field(default_factory=list)   # (task, dropped | stale)
 
 
-@dataclass
+@dataclass(frozen=True)
 class AsyncState:
     """The server's state besides its model: saved whole, restored whole (see the module's docstring)."""
 
@@ -64,3 +66,37 @@ def restored(kept: dict, played: int) -> AsyncState:
         return kept["server"]
     names = {f.name for f in fields(AsyncState)} - {"version"}
     return AsyncState(version=played, **{name: kept[name] for name in names if name in kept})
+
+
+def task_ended(state: AsyncState, task: InFlight, outcome: str, max_staleness: int | None) -> tuple[AsyncState, bool]:
+    """`task` ended (`outcome`: arrived | dropped): out of the tasks in flight; an arrival at most `max_staleness`
+    versions old (None: any) into the buffer with its staleness, anything else into the window's ended (dropped |
+    stale). The next state, and whether the task was buffered."""
+    in_flight = dict(state.in_flight)
+    del in_flight[task.task.device]
+    tau = state.version - task.version
+    if outcome == "dropped" or (max_staleness is not None and tau > max_staleness):
+        why = "dropped" if outcome == "dropped" else "stale"
+        window = replace(state.window, ended=[*state.window.ended, (task, why)])
+        return replace(state, in_flight=in_flight, window=window), False
+    return replace(state, in_flight=in_flight, buffer=[*state.buffer, (task, tau)]), True
+
+
+def dispatched(state: AsyncState, flights: list[InFlight], replanned: list[InFlight], models: dict) -> AsyncState:
+    """One dispatch (the next configure call): `flights` started (numbered from state.started + 1), `replanned`
+    the tasks in flight with their plans made again (shared links), `models` the current version's models as
+    delivered through the downlink codecs (those delivered before included)."""
+    return replace(state, dispatches=state.dispatches + 1, started=state.started + len(flights),
+                   in_flight={**state.in_flight, **{f.task.device: f for f in [*replanned, *flights]}},
+                   received={**state.received, state.version: models},
+                   window=replace(state.window, selected=state.window.selected + len(flights)))
+
+
+def ticked(state: AsyncState) -> AsyncState:
+    """The periodic aggregation at next_tick * period_s is due: the next tick is set one period on."""
+    return replace(state, next_tick=state.next_tick + 1)
+
+
+def waking_at(state: AsyncState, t: float | None) -> AsyncState:
+    """Free slots look for devices again at t (None: no wake is awaited)."""
+    return replace(state, wake_at=t)

@@ -42,7 +42,8 @@ import simpy
 
 from testbed.algorithms.base import Failure, ServerState
 from testbed.protocols.async_rows import Aggregated, TaskRow, aggregation_rows, cut_into, cut_rows
-from testbed.protocols.async_state import AsyncState, InFlight, Window, restored
+from testbed.protocols.async_state import (AsyncState, InFlight, Window, dispatched, restored, task_ended, ticked,
+                                          waking_at)
 from testbed.protocols.kit import Kit
 from testbed.protocols.planning import Planned
 from testbed.selection import Outcome
@@ -127,28 +128,22 @@ class AsyncServer:
 
     def _woken(self, t: float) -> None:
         if self.kept.wake_at == t:   # an earlier wake set since replaced this one: that one is still awaited
-            self.kept.wake_at = None
+            self.kept = waking_at(self.kept, None)
 
     def _settle(self) -> bool:
         """Everything that happened at this instant, in order; True when the run is over."""
-        kept, p = self.kept, self.protocol
+        p = self.protocol
         ended, self.ended = sorted(self.ended, key=lambda e: e[0].task.device), []
         for task, outcome in ended:
-            del kept.in_flight[task.task.device]
             self.busy[task.task.device] = False
             self.kit.drain(list(task.plan.phases))
-            tau = kept.version - task.version
-            if outcome == "dropped" or (p.max_staleness is not None and tau > p.max_staleness):
-                kept.window.ended.append((task, "dropped" if outcome == "dropped" else "stale"))
-                continue
-            kept.buffer.append((task, tau))
-            if p.buffer_size is not None and len(kept.buffer) >= p.buffer_size:
+            self.kept, buffered = task_ended(self.kept, task, outcome, p.max_staleness)
+            if buffered and p.buffer_size is not None and len(self.kept.buffer) >= p.buffer_size:
                 if self._aggregate():
                     return True
-                kept = self.kept   # the aggregation's state
         if self.tick_due:
             self.tick_due = False
-            self.kept.next_tick += 1
+            self.kept = ticked(self.kept)
             if self._aggregate():
                 return True
         if self.limit_due:
@@ -231,32 +226,31 @@ class AsyncServer:
         free = self.protocol.concurrency - len(kept.in_flight)
         picked = self._pick(free) if free > 0 else np.zeros(0, dtype=np.int64)
         if len(picked):
-            kit, now = self.kit, self.env.now
-            kept.dispatches += 1
-            tasks = kit.participation.configure(self.state, kept.dispatches, picked, len(picked), picked)
-            kit.participation.dispatched(tasks, kept.dispatches)
+            kit, now, number = self.kit, self.env.now, kept.dispatches + 1
+            tasks = kit.participation.configure(self.state, number, picked, len(picked), picked)
+            kit.participation.dispatched(tasks, number)
             carried = ({d: Planned(f.task, f.timeline, f.plan, f.battery_cut) for d, f in kept.in_flight.items()}
                        if kit.topology is not None else None)  # shared links: the tasks in flight share with these
             planned = kit.plan_round({task.device: task for task in tasks}, kept.version + 1, now, carried)
-            models = kept.received.setdefault(kept.version, {})
-            ending: dict[float, list[InFlight]] = {}  # by the instant they end
-            for d in carried or ():   # planned again: a new end, and the old one's callback finds it replaced
-                f, again = kept.in_flight[d], planned[d]   # built, not replace()d: a hundred a dispatch
-                flight = kept.in_flight[d] = InFlight(f.task, again.timeline, again.plan, f.version, f.number,
-                                                      f.battery_cut)
-                ending.setdefault(flight.plan.end_s, []).append(flight)
-            for task in tasks:
+            models = dict(kept.received.get(kept.version, {}))
+            # built, not replace()d: a hundred a dispatch; a task planned again gets a new end, and its old end's
+            # callback finds it replaced
+            replanned = [InFlight(f.task, planned[d].timeline, planned[d].plan, f.version, f.number, f.battery_cut)
+                         for d, f in kept.in_flight.items() if d in (carried or ())]
+            flights = []
+            for i, task in enumerate(tasks, start=kept.started + 1):
                 p = planned[task.device]
                 if task.down not in models:
                     models |= kit.deliver(self.state, {task.down})
-                kept.started += 1
-                kept.in_flight[task.device] = flight = InFlight(task, p.timeline, p.plan, kept.version, kept.started,
-                                                                p.battery_cut and p.plan.outcome == "dropped")
-                ending.setdefault(p.plan.end_s, []).append(flight)
+                flights.append(InFlight(task, p.timeline, p.plan, kept.version, i,
+                                        p.battery_cut and p.plan.outcome == "dropped"))
+            self.kept = dispatched(kept, flights, replanned, models)
             self.busy[picked] = True
-            kept.window.selected += len(tasks)
-            for flights in ending.values():
-                self._end_at_plan(flights)
+            ending: dict[float, list[InFlight]] = {}  # by the instant they end
+            for flight in [*replanned, *flights]:
+                ending.setdefault(flight.plan.end_s, []).append(flight)
+            for flights_ending in ending.values():
+                self._end_at_plan(flights_ending)
         if len(picked) < free:
             self._wait_for_devices()
 
@@ -292,7 +286,7 @@ class AsyncServer:
         """Free slots and no idle device that can take a task: wake when the first may (online, with battery)."""
         wake = self.kit.availability.next_wake(self.env.now, busy=self.kept.in_flight)
         if math.isfinite(wake) and (self.kept.wake_at is None or wake < self.kept.wake_at):
-            self.kept.wake_at = wake
+            self.kept = waking_at(self.kept, wake)
             self.env.process(self._alarm(wake, self._woken))
 
     def _checkpoint(self, finished: bool) -> None:
