@@ -45,5 +45,4 @@ class Engine:
         finally:
             gc.unfreeze()
             self.exp.executor.close()
-        kit = self.kit
-        return Ending(kit.stop_reason, kit.ran_out_at, kit.first_usable_s, tuple(kit.contracts.no_task))
+        return self.kit.stop.ending(tuple(self.kit.contracts.no_task))

@@ -151,12 +151,12 @@ class AsyncServer:
         self._dispatch()
         kept = self.kept
         if not kept.in_flight and kept.wake_at is None:  # nothing in flight, and nobody will come online
-            self.kit.ran_out_of_devices(self.env.now)
+            self.kit.stop.ran_out_of_devices(self.env.now)
             if kept.buffer or kept.window.ended or kept.window.selected:
                 return self._aggregate(final=True)
             self._checkpoint(finished=True)
             return True
-        if self.kit.checkpoint_due(self.saved, kept.version):  # once the instant is settled: nothing half-done
+        if self.kit.stop.checkpoint_due(self.saved, kept.version):  # once the instant is settled: nothing half-done
             self._checkpoint(finished=False)
         return False
 
@@ -167,16 +167,16 @@ class AsyncServer:
         kit, now, before = self.kit, self.env.now, self.kept
         self.state, self.kept, metrics = self._step(self.state, before, now)
         r = self.kept.version
-        final = final or kit.is_last(r) or kit.out_of_time(now)
+        final = final or kit.stop.is_last(r) or kit.stop.out_of_time(now)
         scores = kit.recorder.scores(self.state, r, before.window.t_start, now, final)
-        final = final or kit.reached_target(scores)
+        final = final or kit.stop.reached_target(scores)
         done = Aggregated(r, now, before.window, before.buffer, metrics, scores, self._cut(r, now) if final else [])
         row, events = aggregation_rows(kit.recorder, kit.availability, done)
-        if kit.asked_to_stop(row) and not final:   # the on_round callbacks end the run here
+        if kit.stop.asked_to_stop(row) and not final:   # the on_round callbacks end the run here
             final = True
             cut_into(kit.recorder, r, row, events, self._cut(r, now))
         kit.recorder.write(row, events)
-        kit.check_finite(r, metrics, scores)
+        kit.stop.check_finite(r, metrics, scores)
         if final:
             self._checkpoint(finished=True)
         return final
@@ -231,7 +231,7 @@ class AsyncServer:
             kit.participation.dispatched(tasks, number)
             carried = ({d: Planned(f.task, f.timeline, f.plan, f.battery_cut) for d, f in kept.in_flight.items()}
                        if kit.topology is not None else None)  # shared links: the tasks in flight share with these
-            planned = kit.plan_round({task.device: task for task in tasks}, kept.version + 1, now, carried)
+            planned = kit.planner.plan_round({task.device: task for task in tasks}, kept.version + 1, now, carried)
             models = dict(kept.received.get(kept.version, {}))
             # built, not replace()d: a hundred a dispatch; a task planned again gets a new end, and its old end's
             # callback finds it replaced

@@ -105,21 +105,21 @@ def run_hierarchical(kit: Kit, env: simpy.Environment):
     who, record = kit.availability, kit.recorder
     t_previous = env.now
     for r in range(played + 1, cfg.stop.max_rounds + 1):
-        if kit.out_of_time(env.now):
+        if kit.stop.out_of_time(env.now):
             break
         t_start = env.now
         online = who.online(t_start)
         if not who.usable(t_start, online).any() and math.isinf(who.next_wake(t_start)):
-            kit.ran_out_of_devices(t_start)
+            kit.stop.ran_out_of_devices(t_start)
             break   # nobody will be able to train again
         kit.participation.looked(online, t_start)
         sent = kit.deliver(state, {down})[down]
         arrived = backhaul(kit, [c for c, _ in cells], np.full(len(cells), float(t_start)), "down",
-                           kit.payload_bytes(down))
+                           kit.planner.payload_bytes(down))
         edges = [play_edge(kit, state, sent, c, members, r, t_start, down_s)
                  for (c, members), down_s in zip(cells, arrived)]
         starts = np.array([e.clock.t for e in edges], dtype=np.float64)
-        for e, up_s in zip(edges, backhaul(kit, [e.cell for e in edges], starts, "up", kit.payload_bytes(up))):
+        for e, up_s in zip(edges, backhaul(kit, [e.cell for e in edges], starts, "up", kit.planner.payload_bytes(up))):
             e.backhaul.append(Phase(edge_id(e.cell), "backhaul_up", e.clock.advance(up_s), e.clock.t, True, up_s))
         for step in max(edges, key=lambda e: e.clock.t).clock.steps:   # to the last upload's landing
             yield env.timeout(step)
@@ -135,8 +135,8 @@ def run_hierarchical(kit: Kit, env: simpy.Environment):
                                         p.device in er.play.cut) for er in rounds for p in er.phases],
                                metrics=metrics, depleted=0)
         row |= {"server_flops": server_flops, "edge_rounds": len(rounds),
-                "backhaul_bytes_down": len(edges) * kit.payload_bytes(down),
-                "backhaul_bytes_up": len(edges) * kit.payload_bytes(up)}
+                "backhaul_bytes_down": len(edges) * kit.planner.payload_bytes(down),
+                "backhaul_bytes_up": len(edges) * kit.planner.payload_bytes(up)}
         events = [event for e in edges for event in edge_events(kit, r, e)] + server_rows
         played, stop = r, record.close_round(r, state, metrics, row, events, t_previous, env.now)
         t_previous = env.now
@@ -211,7 +211,7 @@ def edge_round(kit: Kit, state: ServerState, members: np.ndarray, others: np.nda
     configured = picks.configure(state, g, candidates, cfg.n_select, selected)
     picks.dispatched(configured, g)
     tasks = {t.device: t for t in configured}
-    planned = kit.plan_round(tasks, g, t0, server=False)
+    planned = kit.planner.plan_round(tasks, g, t0, server=False)
     play = play_round(t0, {d: p.plan for d, p in planned.items()}, cfg.clients_per_round, cfg.deadline_s)
     for step in play.steps:
         clock.advance(step)

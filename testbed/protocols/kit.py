@@ -1,7 +1,8 @@
 """The kit every protocol shares: all a protocol may ask of the run, typed, and nothing else.
 
 A protocol (sync.py, asynchronous.py, hierarchical.py) owns the simpy clock and decides who trains when; it plans
-each task's clock first and trains only what the server will use. It asks the kit, and the kit's three parts:
+each task's clock first and trains only what the server will use. It asks the kit, and the kit's parts, each an
+object of its own that is handed only what it uses (no part holds the kit):
 - the run: `scenario`, `fleet`, `strategy`, the `selection` and `strategy_rng` streams, the plugins' `contracts`,
   and where it starts (`begin`: fresh, or where a checkpoint left it, with what the protocol kept there);
 - `availability` (availability.py): who may take a task at t, and where nobody can, when the first may: the same
@@ -9,14 +10,16 @@ each task's clock first and trains only what the server will use. It asks the ki
 - `participation` (participation.py): who is picked (`select`, which in a synchronous round may `probe`
   candidates for their loss, protocols/probe.py, built here), the strategy's tasks (`configure`), and the server's
   record of the devices (the history and the selector's state: `dispatched`, `looked`, `ended`, `round_ended`);
-- a task (here): `plan_round` (planning.py: the tasks dispatched at one instant, each one's timeline and its plan
-  on the clock, through shared links where the scenario has them), `drain` (its phases drain batteries),
+- `planner` (planning.py): `plan_round` (the tasks dispatched at one instant, each one's timeline and its plan
+  on the clock, through shared links where the scenario has them) and `payload_bytes` (a codec's size);
+- a task (here): `aggregate` (the strategy's, checked by its contract), `drain` (its phases drain batteries),
   `deliver` (the model as each downlink delivers it), `train` (the real training of the updates the server uses,
   each from the model it was sent) and the server's own work (`server_work`, on its profile's clock);
 - `recorder` (recorder.py): the run folder's rows (`round_row`, `event_row`, `add_spent`), `scores`, `write`,
   `close_round` (a synchronous round's end) and `checkpoint`;
-- the rules (stopping.py, on the kit itself): `out_of_time`, `is_last`, `reached_target`, `asked_to_stop` (when to
-  stop), `checkpoint_due`, `check_finite` (a diverged model stops the run) and `ran_out_of_devices`.
+- `stop` (stopping.py): `out_of_time`, `is_last`, `reached_target`, `asked_to_stop` (when to stop),
+  `checkpoint_due`, `check_finite` (a diverged model stops the run) and `ran_out_of_devices`; it records how
+  the run ended early (`ending`, which the engine returns).
 """
 from __future__ import annotations
 
@@ -41,14 +44,13 @@ from testbed.payload import CODECS, transmit
 from testbed.protocols.availability import Availability
 from testbed.protocols.evaluation import Evaluation
 from testbed.protocols.participation import Participation
-from testbed.protocols.planning import TaskPlanning
+from testbed.protocols.planning import Planner
 from testbed.protocols.probe import PROBE_BYTES, Probe
 from testbed.protocols.recorder import Recorder
 from testbed.protocols.registry import declared
 from testbed.protocols.stopping import StopRules
 from testbed.resources import Resources
 from testbed.experiment import Experiment, Purpose, stream
-from testbed.schema.scenario import Scenario
 from testbed.store import ClientStore
 
 SERVER = -1  # the device column of the server's own work in events.csv (phase "server")
@@ -75,53 +77,49 @@ def scaled(updates: list[Params], weights: list[float]) -> list[Params]:
     return [{n: next(products) for n in update} for update in updates]
 
 
-class Kit(TaskPlanning, StopRules):
-    """The shared pieces of one run, handed to its protocol: what a task needs here, the rules (StopRules), and the
-    parts `availability`, `participation` and `recorder` (see the module's docstring). `on_round` receives each
-    round's row and event rows, `on_checkpoint` a Checkpoint (where it is given); `start`: a checkpoint to go on
-    from; `resources`: the run's device resources, where the caller built them already; `ask`: shown each row
-    before it is written, a reason to stop the run after it or None (stopping.py)."""
+class Kit:
+    """The shared pieces of one run, handed to its protocol: what a task needs here, and the parts `planner`,
+    `availability`, `participation`, `recorder` and `stop` (see the module's docstring), each built here from the
+    experiment and given only what it uses. `on_round` receives each round's row and event rows, `on_checkpoint`
+    a Checkpoint (where it is given); `start`: a checkpoint to go on from; `resources`: the run's device
+    resources, where the caller built them already; `ask`: shown each row before it is written, a reason to stop
+    the run after it or None (stopping.py)."""
 
     def __init__(self, exp: Experiment, on_round: Callable[[dict, list[dict]], None],
                  on_checkpoint: Callable[[Checkpoint], None] | None = None, start: Checkpoint | None = None,
                  resources: Resources | None = None, ask: Callable[[dict], str | None] | None = None):
-        self.scenario: Scenario = exp.scenario
-        self.ask = ask
+        scenario = self.scenario = exp.scenario
         self.fleet: devices.Fleet = exp.fleet
         self.strategy: Strategy = exp.strategy
-        seed = self.scenario.seed
-        self.selection = np.random.default_rng(stream(seed, Purpose.SELECTION))   # who is picked
-        self.strategy_rng = np.random.default_rng(stream(seed, Purpose.STRATEGY))  # the strategy's own draws
+        self.staleness = exp.staleness   # s(tau) of an asynchronous run, None otherwise
+        self.contracts = exp.contracts   # the plugins' checks (testbed/contracts.py)
+        self.selection = np.random.default_rng(stream(scenario.seed, Purpose.SELECTION))   # who is picked
+        self.strategy_rng = np.random.default_rng(stream(scenario.seed, Purpose.STRATEGY))  # the strategy's draws
         self._exp, self._start = exp, start
-        self.placement = Placement.of(self.scenario.executor, exp.strategy)   # where the server's tensors live
+        self.placement = Placement.of(scenario.executor, exp.strategy)   # where the server's tensors live
         self._params = self.placement.here({n: p.detach().clone() for n, p in exp.model.named_parameters()})
         self._shapes = {n: p.shape for n, p in self._params.items()}
-        server = self.scenario.fleet.profiles[self.scenario.server.profile]
+        server = scenario.fleet.profiles[scenario.server.profile]
         self._server_flops_per_s = server.peak_flops * server.efficiency
-        self._payload_sizes: dict = {}
-        self._capacity_of: tuple[int | None, np.ndarray | None] = (None, None)
         self._forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])
         self._num_samples = exp.clients.num_samples
         self._resources = resources or Resources(exp)  # built by the caller where it checks the fleet first
-        if self.scenario.compute == "latency":   # imported only here: it traces the model on fake tensors
-            from testbed.latency.clock import FleetLatency
-            self._latency = FleetLatency(exp)
         # what devices keep between rounds, spilled to disk beyond device_state.max_in_memory; left open after
         # the run so the final state stays readable (its spill folder goes when the store is collected)
-        self._device_state = ClientStore(self.scenario.device_state.max_in_memory)
-        selector = exp.selector
-        self.staleness = exp.staleness   # s(tau) of an asynchronous run, None otherwise
-        registry = declared(self.fleet, self.scenario, self._shapes, self._forward_flops, self._num_samples)
-        self.contracts = exp.contracts   # the plugins' checks (testbed/contracts.py)
+        self._device_state = ClientStore(scenario.device_state.max_in_memory)
         self._evaluation = Evaluation(exp, self.placement, self.contracts)
-        network = self.scenario.network   # None: every device on links of its own
+        network = scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
         self.links = LinkLog(self.topology)   # links.csv's rows, as the solves give them
+        self.planner = Planner(self.fleet, self.topology, self.links, self._resources, self._shapes,
+                               self._forward_flops, _latency(exp))
+        self.stop = StopRules(scenario, ask)   # when the run stops, and how it ended early
         self.availability = Availability(self.fleet, self._resources)
-        self.participation = Participation(self.scenario, self.fleet, self.strategy, selector, registry,
+        registry = declared(self.fleet, scenario, self._shapes, self._forward_flops, self._num_samples)
+        self.participation = Participation(scenario, self.fleet, self.strategy, exp.selector, registry,
                                            self.contracts, self.selection, self.strategy_rng, self._num_samples,
                                            self._resources)
-        self.recorder = Recorder(self.scenario, self._resources, self.topology, self.links, self._evaluation, self,
+        self.recorder = Recorder(scenario, self._resources, self.topology, self.links, self._evaluation, self.stop,
                                  self.participation, (self.selection, self.strategy_rng), on_round, on_checkpoint)
 
     # ---- the run ------------------------------------------------------------------------------------------
@@ -153,12 +151,12 @@ class Kit(TaskPlanning, StopRules):
         """Round r's probe from t0 (protocols/probe.py): the candidates' losses on the current model, each
         download, forward pass over its training samples and upload planned on the clock."""
         def plan(ids: np.ndarray) -> dict[int, tuple[Timeline, TaskPlan]]:
-            bytes_down = self._nbytes(CODECS[self.scenario.codec.down])
+            bytes_down = self.planner.payload_bytes(CODECS[self.scenario.codec.down])
             capacity = self.fleet.train_flops_per_s(r)
-            timelines = {d: self.timeline(d, bytes_down, self._forward_flops * int(self._num_samples[d]),
+            timelines = {d: self.planner.timeline(d, bytes_down, self._forward_flops * int(self._num_samples[d]),
                                           PROBE_BYTES, float(capacity[d]), t0) for d in ids.tolist()}
             if self.topology is not None:   # the probes' transfers share the links too, solved together
-                shared, online_until = self.contended(ids, list(timelines.values()), t0)
+                shared, online_until = self.planner.contended(ids, list(timelines.values()), t0)
                 timelines = dict(zip(timelines, shared))
             else:
                 ends = np.array([t0 + sum(tl.seconds) for tl in timelines.values()])
@@ -204,8 +202,8 @@ class Kit(TaskPlanning, StopRules):
         updates = []
         for (task, timeline, _), result in zip(work, results):
             up = result.up or task.up
-            if self._nbytes(up) != timeline.bytes_up:  # the clock was planned with the task's codec
-                raise AssertionError(f"device {task.device}: uploads {self._nbytes(up)} bytes, "
+            if self.planner.payload_bytes(up) != timeline.bytes_up:  # the clock was planned with the task's codec
+                raise AssertionError(f"device {task.device}: uploads {self.planner.payload_bytes(up)} bytes, "
                                      f"the round was planned with {timeline.bytes_up}")
             updates.append(transmit(up, result.update, self._shapes))
         if weights is not None:
@@ -223,3 +221,13 @@ class Kit(TaskPlanning, StopRules):
         yield env.timeout(compute_seconds(flops, self._server_flops_per_s))
         return [{"device": SERVER, "round": r, "phase": "server", "start_s": start, "end_s": env.now,
                  "outcome": "done", "ratio": math.nan}]
+
+
+def _latency(exp: Experiment):
+    """compute: latency's FleetLatency, imported only there (it traces the model on fake tensors); None on the
+    FLOP clock."""
+    if exp.scenario.compute != "latency":
+        return None
+    from testbed.latency.clock import FleetLatency
+
+    return FleetLatency(exp)

@@ -2,7 +2,7 @@
 capability tier, or with compute: latency the predicted time of its steps, testbed/latency/clock.py) and its plan until its device goes offline or its battery empties (clock.plan_task), for the
 tasks dispatched at one instant together; through shared links (testbed/network/) their transfers are solved
 together, with the tasks still in flight where an asynchronous dispatch carries them. A part of the kit
-(kit.py): Kit is a TaskPlanning, whose attributes below it sets.
+(kit.py): its `planner`.
 """
 from __future__ import annotations
 
@@ -32,19 +32,18 @@ class Planned(NamedTuple):
 
 
 
-class TaskPlanning:
+class Planner:
     """plan_round and what it is made of; `timeline` (a device's phases for given bytes and FLOPs, e.g. a probe's)
-    and `payload_bytes` (a codec's size of the model)."""
+    and `payload_bytes` (a codec's size of the model). `topology`: None where every device has links of its own;
+    `links`: links.csv's rows, as the solves give them; `shapes`: the model's parameter shapes; `forward_flops`: a
+    sample's forward pass; `latency`: compute: latency's FleetLatency (testbed/latency/clock.py), None on FLOPs."""
 
-    fleet: devices.Fleet
-    topology: Topology | None           # None: every device on links of its own
-    links: LinkLog                      # links.csv's rows, as the solves give them
-    _resources: Resources
-    _shapes: dict                       # the model's parameter shapes
-    _forward_flops: int                 # a sample's forward pass
-    _capacity_of: tuple                 # (key, (n,) FLOP/s) of the last _capacity call
-    _payload_sizes: dict                # codec -> bytes, where it depends on the shapes alone
-    _latency = None                     # compute: latency's FleetLatency (testbed/latency/clock.py); None: FLOPs
+    def __init__(self, fleet: devices.Fleet, topology: Topology | None, links: LinkLog, resources: Resources,
+                 shapes: dict, forward_flops: int, latency=None):
+        self.fleet, self.topology, self.links, self._resources = fleet, topology, links, resources
+        self._shapes, self._forward_flops, self._latency = shapes, forward_flops, latency
+        self._capacity_of: tuple = (None, None)   # (key, (n,) FLOP/s) of the last _capacity call
+        self._payload_sizes: dict = {}            # codec -> bytes, where it depends on the shapes alone
 
     def plan_round(self, tasks: dict[int, Task], r: int, t0: float, carried: dict[int, Planned] | None = None,
                    server: bool = True) -> dict[int, Planned]:
@@ -119,7 +118,7 @@ class TaskPlanning:
         flops = training_flops(task.forward_flops or self._forward_flops, task.samples_processed)
         if self._latency is not None:   # the predicted time of its steps, as the FLOP/s that takes that long
             capacity_flops_per_s = self._latency.capacity(task, flops, capacity_flops_per_s)
-        return self.timeline(task.device, self._nbytes(task.down), flops, self._nbytes(task.up),
+        return self.timeline(task.device, self.payload_bytes(task.down), flops, self.payload_bytes(task.up),
                              capacity_flops_per_s, t0)
 
     def timeline(self, d: int, bytes_down: int, flops: int, bytes_up: int, capacity_flops_per_s: float,
@@ -136,10 +135,6 @@ class TaskPlanning:
         return Timeline(bytes_down, flops, bytes_up, latency, down_Bps, up_Bps, seconds)
 
     def payload_bytes(self, codec) -> int:
-        """The size of the model's payload through this codec (a hierarchical backhaul's transfers)."""
-        return self._nbytes(codec)
-
-    def _nbytes(self, codec) -> int:
         """A codec's payload size for this model; computed once where it depends on the shapes alone."""
         if not codec.depends_only_on_shapes:
             return codec.nbytes(self._shapes)

@@ -1,6 +1,6 @@
-"""When a run stops and when it keeps a checkpoint: the rules every protocol asks of its kit (kit.py), read off the
-scenario's `stop` and `checkpoint` sections, the run's early end where no device can train again, and a stop asked
-for by the run's on_round callbacks (the Python API's `on_round=`, testbed/hooks.py).
+"""When a run stops and when it keeps a checkpoint: the rules every protocol asks of its kit's `stop` (kit.py),
+read off the scenario's `stop` and `checkpoint` sections, the run's early end where no device can train again,
+and a stop asked for by the run's on_round callbacks (the Python API's `on_round=`, testbed/hooks.py).
 """
 from __future__ import annotations
 
@@ -25,13 +25,18 @@ class Ending:
 
 
 class StopRules:
-    """The rules, for a class that holds the run's `scenario` (the kit)."""
+    """The rules of one run's `scenario`; `ask`: its on_round callbacks, a reason to stop or None. It records how
+    the run ended early (`ending`)."""
 
-    scenario: Scenario
-    ran_out_at: float | None = None      # see ran_out_of_devices
-    first_usable_s: float | None = None
-    ask: Callable[[dict], str | None] | None = None   # the on_round callbacks: a reason to stop, or None
-    stop_reason: str | None = None       # the reason they gave, where they asked the run to stop
+    def __init__(self, scenario: Scenario, ask: Callable[[dict], str | None] | None = None):
+        self.scenario, self.ask = scenario, ask
+        self.ran_out_at: float | None = None        # see ran_out_of_devices
+        self.first_usable_s: float | None = None
+        self.stop_reason: str | None = None         # the reason the callbacks gave, where they asked to stop
+
+    def ending(self, no_task_from: tuple[str, ...] = ()) -> Ending:
+        """How the run ended, as recorded, with the plugins that handed out no task (contracts.py)."""
+        return Ending(self.stop_reason, self.ran_out_at, self.first_usable_s, no_task_from)
 
     def asked_to_stop(self, row: dict) -> bool:
         """Show the on_round callbacks a round's (aggregation's) row before it is written: whether they ask the run

@@ -90,7 +90,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
     picks, record = kit.participation, kit.recorder
     t_previous = env.now  # the end of the last round: evaluation.every_s counts from it
     for r in range(played + 1, cfg.stop.max_rounds + 1):
-        if kit.out_of_time(env.now):
+        if kit.stop.out_of_time(env.now):
             break
         usable, online, excluded = yield from usable_devices(kit, env)
         if usable is None:  # nobody will be able to train again, or not before stop.max_sim_time_s
@@ -109,7 +109,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
         configured = picks.configure(state, r, candidates, cfg.round.n_select, selected)
         picks.dispatched(configured, r)
         tasks = {t.device: t for t in configured}
-        planned = kit.plan_round(tasks, r, t_dispatch)
+        planned = kit.planner.plan_round(tasks, r, t_dispatch)
         play = play_round(t_dispatch, {d: p.plan for d, p in planned.items()}, cfg.round.clients_per_round,
                           cfg.round.deadline_s)
         for step in play.steps:
@@ -154,11 +154,11 @@ def usable_devices(kit: Kit, env: simpy.Environment):
             return usable, online, who.excluded(online, env.now)
         wake = who.next_wake(env.now)
         if math.isinf(wake):
-            kit.ran_out_of_devices(env.now)
+            kit.stop.ran_out_of_devices(env.now)
             return None, None, {}
         if limit is not None and wake >= limit:  # no round may start after the time limit
             yield env.timeout(limit - env.now)
-            kit.ran_out_of_devices(env.now, first_usable_s=wake)
+            kit.stop.ran_out_of_devices(env.now, first_usable_s=wake)
             return None, None, {}
         yield env.timeout(wake - env.now)
 

@@ -12,6 +12,7 @@ from helpers import ROOT
 from testbed import scenario as sc
 from testbed.errors import TestbedError
 from testbed.protocols.kit import Kit
+from testbed.protocols.stopping import StopRules
 
 
 def kit_for(raw: dict) -> Kit:
@@ -31,7 +32,7 @@ def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_
     start = kit.begin()
     assert (start.played, start.resumed, start.finished, start.kept) == (0, False, False, {})
     tasks = {t.device: t for t in kit.participation.configure(start.state, 1, np.array([0, 1]), 2, np.array([0, 1]))}
-    planned = kit.plan_round(tasks, 1, 0.0)
+    planned = kit.planner.plan_round(tasks, 1, 0.0)
     assert [p.start_s for p in planned[0].plan.phases] == [0, 1.25, 2.25] and planned[0].plan.end_s == 4.5
     assert [p.start_s for p in planned[1].plan.phases] == [0, 1, 3] and planned[1].plan.end_s == 4
     assert {d: (p.plan.outcome, p.battery_cut) for d, p in planned.items()} == {0: ("arrived", False),
@@ -40,7 +41,7 @@ def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_
     trace = tmp_path / "trace.csv"
     trace.write_text("device,start_s,end_s\na,0,3.5\n")
     two_devices["fleet"]["groups"][0]["availability"] = {"kind": "trace", "file": str(trace)}
-    cut = kit_for(two_devices).plan_round({0: tasks[0]}, 1, 2.0)[0]
+    cut = kit_for(two_devices).planner.plan_round({0: tasks[0]}, 1, 2.0)[0]
     assert [(p.phase, p.start_s, p.end_s, p.completed) for p in cut.plan.phases] == [
         ("download", 2, 3.25, True), ("compute", 3.25, 3.5, False)]
     assert (cut.plan.outcome, cut.battery_cut, cut.timeline.seconds) == ("dropped", False, (1.25, 1.0, 2.25))
@@ -76,20 +77,20 @@ def test_stop_and_checkpoint_rules(two_devices):
     two_devices["stop"] = {"max_rounds": 5, "max_sim_time_s": 10, "target_accuracy": 0.5, "stop_at_target": True}
     two_devices["checkpoint"] = {"every_rounds": 3}
     kit = kit_for(two_devices)
-    assert [kit.is_last(r) for r in (4, 5)] == [False, True]
-    assert [kit.out_of_time(t) for t in (9.5, 10.0, 12.0)] == [False, True, True]
-    assert [kit.reached_target(s) for s in ({}, {"accuracy": 0.49}, {"accuracy": 0.5})] == [False, False, True]
+    assert [kit.stop.is_last(r) for r in (4, 5)] == [False, True]
+    assert [kit.stop.out_of_time(t) for t in (9.5, 10.0, 12.0)] == [False, True, True]
+    assert [kit.stop.reached_target(s) for s in ({}, {"accuracy": 0.49}, {"accuracy": 0.5})] == [False, False, True]
     # a multiple of 3 passed since the last checkpoint (an async run may aggregate several times in an instant)
-    assert [kit.checkpoint_due(saved, r) for saved, r in ((2, 3), (3, 5), (1, 7), (5, 6), (6, 6))] == [
+    assert [kit.stop.checkpoint_due(saved, r) for saved, r in ((2, 3), (3, 5), (1, 7), (5, 6), (6, 6))] == [
         True, False, True, True, False]
     two_devices["stop"] = {"max_rounds": 5, "target_accuracy": 0.5}  # the target is reported, not a stop
     loose = kit_for(two_devices)
-    assert not loose.reached_target({"accuracy": 0.9}) and not loose.out_of_time(1e9)
+    assert not loose.stop.reached_target({"accuracy": 0.9}) and not loose.stop.out_of_time(1e9)
 
 
 def test_a_diverged_model_stops_the_run_in_one_line():
-    Kit.check_finite(3, {"train_loss": 0.7}, {})
+    StopRules.check_finite(3, {"train_loss": 0.7}, {})
     with pytest.raises(TestbedError, match="round 3: the model diverged \\(training loss nan\\)"):
-        Kit.check_finite(3, {"train_loss": math.nan}, {})
+        StopRules.check_finite(3, {"train_loss": math.nan}, {})
     with pytest.raises(TestbedError, match="round 4: the model diverged \\(test loss inf\\)"):
-        Kit.check_finite(4, {}, {"loss": math.inf})
+        StopRules.check_finite(4, {}, {"loss": math.inf})
