@@ -78,7 +78,7 @@ def build(scenario: Scenario) -> Experiment:
     client = LocalSGD(**scenario.client.model_dump())
     strategy = strategy_of(scenario.algorithm, Build(
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
-        scenario.updates_per_aggregation, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
+        scenario.clients_per_round, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
         lambda: initial_accuracy(model, dataset, clients)))
     executor = _executor(scenario, model, dataset)
     selector = selector_of(scenario.selection)
@@ -104,7 +104,7 @@ def _executor(scenario: Scenario, model: torch.nn.Module, dataset: Dataset):
     options = scenario.executor.model_dump(exclude={"kind", "threads", "workers"})
     threads = scenario.executor.threads
     setting = 1 if scenario.executor.device == "cuda" else scenario.executor.workers  # workers train on the CPU
-    workers = workers_for(setting, threads, scenario.updates_per_aggregation)
+    workers = workers_for(setting, threads, scenario.clients_per_round)
     if workers == 1:
         return EXECUTORS[kind](model, dataset, **options)
     return ProcessExecutor(EXECUTORS[kind], model, dataset, workers, threads, **options)

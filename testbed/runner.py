@@ -125,10 +125,10 @@ def _finish(watch: Watch, path: Path, summary: dict, trackers) -> None:
         return
     written = watch.report(path) if watch.report is not None else []
     if trackers is not None:
-        trackers.finish(summary, [path / name for name in KEPT if (path / name).is_file()] + list(written))
+        trackers.finish(summary, [path / name for name in ARTIFACTS if (path / name).is_file()] + list(written))
 
 
-KEPT = ("scenario.resolved.yaml", "summary.json", "rounds.csv", "events.csv", "devices.csv")  # trackers' artifacts
+ARTIFACTS = ("scenario.resolved.yaml", "summary.json", "rounds.csv", "events.csv", "devices.csv")  # trackers' artifacts
 
 
 def plugin_crash(err: BaseException):

@@ -53,7 +53,7 @@ __all__ = ["AsyncServer", "InFlight", "Window", "run_async", "wait_until"]   # I
 
 class AsyncServer:
     """One asynchronous run on `env`, through the kit's shared pieces (planning, training, records, checkpoints):
-    its model in `state`, all else it carries in `kept` (async_state.py), saved whole in checkpoints."""
+    its model in `state`, all else it carries in `async_state` (async_state.py), saved whole in checkpoints."""
 
     def __init__(self, kit: Kit, env: simpy.Environment):
         self.kit, self.env, self.cfg = kit, env, kit.scenario
@@ -62,11 +62,12 @@ class AsyncServer:
         start = kit.begin()
         self.state: ServerState = start.state
         self.resumed, self.finished_before = start.resumed, start.finished   # from a checkpoint; of a finished run
-        kept = restored(start.kept, start.played) if start.resumed else AsyncState(Window(env.now))
-        self.kept = replace(kept, received=kit.placement.here(kept.received))   # the models onto the server's device
-        self.busy = np.zeros(kit.fleet.n, dtype=bool)  # the devices in kept.in_flight, as a mask
-        self.busy[list(self.kept.in_flight)] = True
-        self.saved = self.kept.version                # the version of the last checkpoint
+        async_state = restored(start.protocol, start.played) if start.resumed else AsyncState(Window(env.now))
+        # the models onto the server's device
+        self.async_state = replace(async_state, received=kit.placement.here(async_state.received))
+        self.busy = np.zeros(kit.fleet.n, dtype=bool)  # the devices in async_state.in_flight, as a mask
+        self.busy[list(self.async_state.in_flight)] = True
+        self.saved = self.async_state.version                # the version of the last checkpoint
         self.ended: list[tuple[InFlight, str]] = []   # tasks that ended at this instant: arrived | dropped
         # an instant's alarms, settled within it: never in a checkpoint, which is taken once the instant is settled
         self.tick_due = self.limit_due = False
@@ -74,20 +75,20 @@ class AsyncServer:
 
     # ---- the server's loop ----------------------------------------------------------------------------
     def serve(self):
-        env, p, stop, kept = self.env, self.protocol, self.cfg.stop, self.kept
+        env, p, stop, async_state = self.env, self.protocol, self.cfg.stop, self.async_state
         if self.finished_before:
             return
-        for task in kept.in_flight.values():
+        for task in async_state.in_flight.values():
             self._end_at_plan([task])
         if p.period_s is not None:
             env.process(self._ticks())
         if stop.max_sim_time_s is not None:
             env.process(self._alarm(stop.max_sim_time_s, self._limit_reached))
-        if kept.wake_at is not None:
-            env.process(self._alarm(kept.wake_at, self._woken))
+        if async_state.wake_at is not None:
+            env.process(self._alarm(async_state.wake_at, self._woken))
         if not self.resumed:
             self._dispatch()
-            if not kept.in_flight and kept.wake_at is None:  # nobody will ever come: settling ends the run
+            if not async_state.in_flight and async_state.wake_at is None:  # nobody will ever come: settling ends the run
                 self._poke()
         while True:
             yield self.poked
@@ -106,13 +107,13 @@ class AsyncServer:
 
     def _ended(self, tasks: list[InFlight]) -> None:
         # a task planned again since (shared links) has a new InFlight, and its own callback
-        in_flight = self.kept.in_flight
+        in_flight = self.async_state.in_flight
         self.ended += [(task, task.plan.outcome) for task in tasks if in_flight.get(task.task.device) is task]
         self._poke()
 
     def _ticks(self):
         while True:
-            yield wait_until(self.env, self.kept.next_tick * self.protocol.period_s)
+            yield wait_until(self.env, self.async_state.next_tick * self.protocol.period_s)
             self.tick_due = True
             self._poke()
             yield self.env.timeout(0)  # the tick is settled at this instant before the next is set
@@ -127,8 +128,8 @@ class AsyncServer:
         self.limit_due = True
 
     def _woken(self, t: float) -> None:
-        if self.kept.wake_at == t:   # an earlier wake set since replaced this one: that one is still awaited
-            self.kept = waking_at(self.kept, None)
+        if self.async_state.wake_at == t:   # an earlier wake set since replaced this one: that one is still awaited
+            self.async_state = waking_at(self.async_state, None)
 
     def _settle(self) -> bool:
         """Everything that happened at this instant, in order; True when the run is over."""
@@ -137,26 +138,26 @@ class AsyncServer:
         for task, outcome in ended:
             self.busy[task.task.device] = False
             self.kit.drain(list(task.plan.phases))
-            self.kept, buffered = task_ended(self.kept, task, outcome, p.max_staleness)
-            if buffered and p.buffer_size is not None and len(self.kept.buffer) >= p.buffer_size:
+            self.async_state, buffered = task_ended(self.async_state, task, outcome, p.max_staleness)
+            if buffered and p.buffer_size is not None and len(self.async_state.buffer) >= p.buffer_size:
                 if self._aggregate():
                     return True
         if self.tick_due:
             self.tick_due = False
-            self.kept = ticked(self.kept)
+            self.async_state = ticked(self.async_state)
             if self._aggregate():
                 return True
         if self.limit_due:
             return self._aggregate(final=True)
         self._dispatch()
-        kept = self.kept
-        if not kept.in_flight and kept.wake_at is None:  # nothing in flight, and nobody will come online
+        async_state = self.async_state
+        if not async_state.in_flight and async_state.wake_at is None:  # nothing in flight, and nobody will come online
             self.kit.stop.ran_out_of_devices(self.env.now)
-            if kept.buffer or kept.window.ended or kept.window.selected:
+            if async_state.buffer or async_state.window.ended or async_state.window.selected:
                 return self._aggregate(final=True)
             self._checkpoint(finished=True)
             return True
-        if self.kit.stop.checkpoint_due(self.saved, kept.version):  # once the instant is settled: nothing half-done
+        if self.kit.stop.checkpoint_due(self.saved, async_state.version):  # once the instant is settled: nothing half-done
             self._checkpoint(finished=False)
         return False
 
@@ -164,9 +165,9 @@ class AsyncServer:
     def _aggregate(self, final: bool = False) -> bool:
         """Aggregation v + 1 at this instant (`_step`), then its row written (async_rows.py) and, where it is the
         run's last, the tasks in flight cut and the final checkpoint; True when it is the run's last."""
-        kit, now, before = self.kit, self.env.now, self.kept
-        self.state, self.kept, metrics = self._step(self.state, before, now)
-        r = self.kept.version
+        kit, now, before = self.kit, self.env.now, self.async_state
+        self.state, self.async_state, metrics = self._step(self.state, before, now)
+        r = self.async_state.version
         final = final or kit.stop.is_last(r) or kit.stop.out_of_time(now)
         scores = kit.recorder.scores(self.state, r, before.window.t_start, now, final)
         final = final or kit.stop.reached_target(scores)
@@ -181,34 +182,34 @@ class AsyncServer:
             self._checkpoint(finished=True)
         return final
 
-    def _step(self, model: ServerState, kept: AsyncState, now: float) -> tuple[ServerState, AsyncState, dict]:
+    def _step(self, model: ServerState, async_state: AsyncState, now: float) -> tuple[ServerState, AsyncState, dict]:
         """Aggregation v + 1 at `now`: the buffer's updates trained and aggregated by the strategy, with the tasks
         that ended unbuffered since the last one as its failures, and all of them told to the history (and the
         selector). The new model, the server's state after it (version v + 1, the buffer empty, a new window, only
         the models the tasks in flight started from and the newest kept), and the strategy's metrics."""
-        kit, r = self.kit, kept.version + 1
-        arrivals = self._trained(model, kept)
-        failures = [Failure(t.task.device, why) for t, why in kept.window.ended]
+        kit, r = self.kit, async_state.version + 1
+        arrivals = self._trained(model, async_state)
+        failures = [Failure(t.task.device, why) for t, why in async_state.window.ended]
         model, metrics = kit.aggregate(model, r, arrivals, failures)
         arrived = [Outcome(t.task.device, t.task.round, "arrived", t.plan.phases[0].start_s, t.plan.end_s, a.metrics)
-                   for (t, _), a in zip(kept.buffer, arrivals)]
+                   for (t, _), a in zip(async_state.buffer, arrivals)]
         kit.participation.ended(r, now, arrived + [Outcome(t.task.device, t.task.round, why, t.plan.phases[0].start_s,
-                                                           t.plan.end_s) for t, why in kept.window.ended])
-        needed = {t.version for t in kept.in_flight.values()} | {r}
-        return model, replace(kept, version=r, buffer=[], window=Window(now),
-                              received={v: models for v, models in kept.received.items() if v in needed}), metrics
+                                                           t.plan.end_s) for t, why in async_state.window.ended])
+        needed = {t.version for t in async_state.in_flight.values()} | {r}
+        received = {v: models for v, models in async_state.received.items() if v in needed}
+        return model, replace(async_state, version=r, buffer=[], window=Window(now), received=received), metrics
 
     def _cut(self, r: int, now: float) -> list[TaskRow]:
         """The tasks in flight cut at `now`, the run's end, as the server saw them (into the history): their rows."""
-        rows = cut_rows(self.kept.in_flight, now)
+        rows = cut_rows(self.async_state.in_flight, now)
         self.kit.participation.ended(r, now, [Outcome(t.task.device, t.task.round, "cut", t.plan.phases[0].start_s, now)
                                 for t, _, _, _ in rows])
         return rows
 
-    def _trained(self, model: ServerState, kept: AsyncState) -> list:
+    def _trained(self, model: ServerState, async_state: AsyncState) -> list:
         """The buffer's updates trained, as the strategy aggregates them into `model`: FedBuff's s(tau) Delta (each
         update times its weight, one product a parameter), or FedAsync's mixture."""
-        buffer, received = kept.buffer, kept.received
+        buffer, received = async_state.buffer, async_state.received
         work = [(t.task, t.timeline, received[t.version][t.task.down]) for t, _ in buffer]
         weights = [self.weight(tau) for _, tau in buffer]
         if self.protocol.mixing is None:
@@ -222,29 +223,29 @@ class AsyncServer:
     # ---- dispatch -------------------------------------------------------------------------------------
     def _dispatch(self) -> None:
         """Fill the free slots at this instant: one selection, one configure and one plan for all of them."""
-        kept = self.kept
-        free = self.protocol.concurrency - len(kept.in_flight)
+        async_state = self.async_state
+        free = self.protocol.concurrency - len(async_state.in_flight)
         picked = self._pick(free) if free > 0 else np.zeros(0, dtype=np.int64)
         if len(picked):
-            kit, now, number = self.kit, self.env.now, kept.dispatches + 1
+            kit, now, number = self.kit, self.env.now, async_state.dispatches + 1
             tasks = kit.participation.configure(self.state, number, picked, len(picked), picked)
             kit.participation.dispatched(tasks, number)
-            carried = ({d: Planned(f.task, f.timeline, f.plan, f.battery_cut) for d, f in kept.in_flight.items()}
+            carried = ({d: Planned(f.task, f.timeline, f.plan, f.battery_cut) for d, f in async_state.in_flight.items()}
                        if kit.topology is not None else None)  # shared links: the tasks in flight share with these
-            planned = kit.planner.plan_round({task.device: task for task in tasks}, kept.version + 1, now, carried)
-            models = dict(kept.received.get(kept.version, {}))
+            planned = kit.planner.plan_round({task.device: task for task in tasks}, async_state.version + 1, now, carried)
+            models = dict(async_state.received.get(async_state.version, {}))
             # built, not replace()d: a hundred a dispatch; a task planned again gets a new end, and its old end's
             # callback finds it replaced
             replanned = [InFlight(f.task, planned[d].timeline, planned[d].plan, f.version, f.number, f.battery_cut)
-                         for d, f in kept.in_flight.items() if d in (carried or ())]
+                         for d, f in async_state.in_flight.items() if d in (carried or ())]
             flights = []
-            for i, task in enumerate(tasks, start=kept.started + 1):
+            for i, task in enumerate(tasks, start=async_state.started + 1):
                 p = planned[task.device]
                 if task.down not in models:
                     models |= kit.deliver(self.state, {task.down})
-                flights.append(InFlight(task, p.timeline, p.plan, kept.version, i,
+                flights.append(InFlight(task, p.timeline, p.plan, async_state.version, i,
                                         p.battery_cut and p.plan.outcome == "dropped"))
-            self.kept = dispatched(kept, flights, replanned, models)
+            self.async_state = dispatched(async_state, flights, replanned, models)
             self.busy[picked] = True
             ending: dict[float, list[InFlight]] = {}  # by the instant they end
             for flight in [*replanned, *flights]:
@@ -272,26 +273,27 @@ class AsyncServer:
         def candidates() -> np.ndarray:
             online = who.online(now)
             kit.participation.looked(online, now)
-            return np.flatnonzero(who.usable(now, online, busy=list(self.kept.in_flight)))
+            return np.flatnonzero(who.usable(now, online, busy=list(self.async_state.in_flight)))
 
         busy = self.busy
 
         def usable(d: int) -> bool:
             return not busy[d] and (allowed is None or bool(allowed[d])) and availability.online_one(d, now)
 
-        return kit.participation.select(self.kept.dispatches + 1, now, k, candidates, usable, asynchronous=True,
+        return kit.participation.select(self.async_state.dispatches + 1, now, k, candidates, usable, asynchronous=True,
                           usable_each=usable_each)
 
     def _wait_for_devices(self) -> None:
         """Free slots and no idle device that can take a task: wake when the first may (online, with battery)."""
-        wake = self.kit.availability.next_wake(self.env.now, busy=self.kept.in_flight)
-        if math.isfinite(wake) and (self.kept.wake_at is None or wake < self.kept.wake_at):
-            self.kept = waking_at(self.kept, wake)
+        wake = self.kit.availability.next_wake(self.env.now, busy=self.async_state.in_flight)
+        if math.isfinite(wake) and (self.async_state.wake_at is None or wake < self.async_state.wake_at):
+            self.async_state = waking_at(self.async_state, wake)
             self.env.process(self._alarm(wake, self._woken))
 
     def _checkpoint(self, finished: bool) -> None:
-        self.saved = self.kept.version
-        self.kit.recorder.checkpoint(self.kept.version, self.env.now, self.state, finished, {"server": self.kept})
+        self.saved = self.async_state.version
+        self.kit.recorder.checkpoint(self.async_state.version, self.env.now, self.state, finished,
+                                     {"server": self.async_state})
 
 
 def wait_until(env: simpy.Environment, t: float) -> simpy.Timeout:

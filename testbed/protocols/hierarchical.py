@@ -129,7 +129,7 @@ def run_hierarchical(kit: Kit, env: simpy.Environment):
         rounds = [er for e in edges for er in e.rounds]
         row = record.round_row(r, t_start, env.now, n_online=int(online.sum()),
                                excluded=who.excluded(online, t_start), selected=sum(len(er.tasks) for er in rounds),
-                               arrived=sum(len(er.play.kept) for er in rounds),
+                               arrived=sum(len(er.play.used) for er in rounds),
                                outcomes=[why for er in rounds for why in er.play.cut.values()],
                                phases=[(p, None if p.phase == "idle" else er.planned[p.device].timeline,
                                         p.device in er.play.cut) for er in rounds for p in er.phases],
@@ -212,13 +212,13 @@ def edge_round(kit: Kit, state: ServerState, members: np.ndarray, others: np.nda
     picks.dispatched(configured, g)
     tasks = {t.device: t for t in configured}
     planned = kit.planner.plan_round(tasks, g, t0, server=False)
-    play = play_round(t0, {d: p.plan for d, p in planned.items()}, cfg.clients_per_round, cfg.deadline_s)
+    play = play_round(t0, {d: p.plan for d, p in planned.items()}, kit.scenario.clients_per_round, cfg.deadline_s)
     for step in play.steps:
         clock.advance(step)
     phases = play.phases + idle_waits(kit, play)
     kit.drain(phases)
-    received = kit.deliver(state, {tasks[d].down for d in play.kept})
-    arrivals = kit.train([(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.kept)])
+    received = kit.deliver(state, {tasks[d].down for d in play.used})
+    arrivals = kit.train([(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.used)])
     picks.round_ended(g, clock.t, t0, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
     return EdgeRound(g, tasks, planned, play, phases, arrivals)
 

@@ -64,7 +64,7 @@ class Start:
     played: int      # the last round (aggregation) played: 0 when fresh
     resumed: bool    # from a checkpoint
     finished: bool   # the checkpoint is the run's end: nothing is left to play
-    kept: dict       # what the protocol kept in the checkpoint (async: tasks in flight, ...); {} when fresh
+    protocol: dict   # what the protocol kept in the checkpoint (async: its AsyncState); {} when fresh
 
 
 def scaled(updates: list[Params], weights: list[float]) -> list[Params]:

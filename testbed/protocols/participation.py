@@ -41,18 +41,18 @@ class Participation:
         self.selection, self.strategy_rng = selection, strategy_rng
         self._num_samples, self._resources = num_samples, resources
         self.history = History.empty(fleet.n)
-        self.selector_state = selector.init(registry, scenario.selection_rounds, scenario.updates_per_aggregation)
+        self.selector_state = selector.init(registry, scenario.selection_rounds, scenario.clients_per_round)
         self._observes = type(selector).observe is not Selector.observe   # see round_ended
 
     # ---- checkpoints -------------------------------------------------------------------------------------
-    def kept(self) -> dict:
-        """What a checkpoint keeps: the history and the selector's state."""
+    def saved(self) -> dict:
+        """Its entry in a checkpoint: the history and the selector's state."""
         return {"history": self.history, "state": self.contracts.checkpointable(self.selector_state)}
 
-    def resume(self, kept: dict) -> None:
-        """Go on from what a checkpoint kept (`kept()`'s, or an older testbed's)."""
-        self.history = kept["history"]
-        self.selector_state = resumed_state(kept, self.selector_state, self.contracts.selector)
+    def resume(self, saved: dict) -> None:
+        """Go on from its entry in a checkpoint (`saved()`'s, or an older testbed's)."""
+        self.history = saved["history"]
+        self.selector_state = resumed_state(saved, self.selector_state, self.contracts.selector)
 
     # ---- who is picked -----------------------------------------------------------------------------------
     def select(self, r: int, now: float, n_select: int, candidates: Callable[[], np.ndarray],

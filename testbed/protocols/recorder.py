@@ -138,12 +138,13 @@ class Recorder:
             self.checkpoint(r, now, state, finished=False)
         return False
 
-    def checkpoint(self, r: int, now: float, state: ServerState, finished: bool, kept: dict | None = None) -> None:
+    def checkpoint(self, r: int, now: float, state: ServerState, finished: bool,
+                   protocol: dict | None = None) -> None:
         """Hand the end of round (aggregation) r, at simulated time `now`, to on_checkpoint, with the streams, the
-        participation's record and the resources' state; `kept`: what the protocol carries on of its own."""
+        participation's record and the resources' state; `protocol`: what the protocol carries on of its own."""
         if self._on_checkpoint is not None:
-            kept = (kept or {}) | {"selection": self._participation.kept(), "links": self.links.pending}
+            protocol = (protocol or {}) | {"selection": self._participation.saved(), "links": self.links.pending}
             selection, strategy_rng = self._streams
             self._on_checkpoint(Checkpoint(r, now, state, selection.bit_generator.state,
-                                           strategy_rng.bit_generator.state, finished, protocol=kept,
+                                           strategy_rng.bit_generator.state, finished, protocol=protocol,
                                            resources=self._resources.state()))

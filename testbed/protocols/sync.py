@@ -39,7 +39,7 @@ class RoundPlay:
     """The outcome of one round's clock: who arrived in time, who was cut and why, and every phase."""
 
     t_end: float
-    kept: list[int]                  # first K arrivals, in arrival order
+    used: list[int]                  # the first K arrivals, whose updates the server uses, in arrival order
     cut: dict[int, str]              # device -> dropped | late | surplus
     phases: list[Phase]
     # the clock's steps from dispatch to t_end, as the event that closed the round took them (its task's phases
@@ -47,10 +47,11 @@ class RoundPlay:
     steps: tuple[float, ...] = ()
 
 
-def play_round(t0: float, plans: dict[int, TaskPlan], keep: int, deadline_s: float | None) -> RoundPlay:
+def play_round(t0: float, plans: dict[int, TaskPlan], clients_per_round: int,
+               deadline_s: float | None) -> RoundPlay:
     """The round's clock from its tasks' plans, all dispatched at t0, computed at once: no process per device.
 
-    The round closes at the K-th arrival (K = keep), at t0 + deadline_s, or when the last task has ended,
+    The round closes at the K-th arrival (K = clients_per_round), at t0 + deadline_s, or when the last task has ended,
     whichever comes first. Everything that ends at the closing instant counts (arrivals there beyond the K-th
     are surplus; ties at one instant go to the lower device id). A task still under way is cut there: its
     phase under way ends at the close, incomplete, and a phase that starts exactly then is kept with no length,
@@ -58,26 +59,26 @@ def play_round(t0: float, plans: dict[int, TaskPlan], keep: int, deadline_s: flo
     the deadline closes the round, as its next phase would start, is cut there (late), not dropped: the deadline
     came first (tests/testbed/test_round_clock.py checks the two against each other)."""
     arrivals = sorted((plan.end_s, d) for d, plan in plans.items() if plan.outcome == "arrived")
-    if len(arrivals) >= keep:
-        closing = plans[arrivals[keep - 1][1]]
+    if len(arrivals) >= clients_per_round:
+        closing = plans[arrivals[clients_per_round - 1][1]]
     else:
         closing = max(plans.values(), key=lambda plan: plan.end_s, default=None)
     t_end, steps = (t0, ()) if closing is None else (closing.end_s, tuple(p.delay_s for p in closing.phases))
     if deadline_s and t0 + deadline_s <= t_end:
         t_end, steps = t0 + deadline_s, (deadline_s,)
     arrived = [d for end, d in arrivals if end <= t_end]
-    kept = arrived[:keep]
+    used = arrived[:clients_per_round]
     at_deadline = bool(deadline_s) and t_end == t0 + deadline_s
     cut = {d: "dropped" for d, plan in plans.items() if plan.outcome == "dropped" and (
         plan.end_s < t_end or (plan.end_s == t_end and not (at_deadline and plan.phases[-1].delay_s == 0)))}
-    cut |= {d: "surplus" for d in arrived[keep:]}
-    reason = "surplus" if len(kept) >= keep else "late"
-    cut |= {d: reason for d in plans.keys() - set(kept) - cut.keys()}
+    cut |= {d: "surplus" for d in arrived[clients_per_round:]}
+    reason = "surplus" if len(used) >= clients_per_round else "late"
+    cut |= {d: reason for d in plans.keys() - set(used) - cut.keys()}
     phases = []
     for d in sorted(plans):
         plan = plans[d]
         phases += plan.phases if plan.end_s <= t_end else plan.cut_at(t_end, starting=True)
-    return RoundPlay(t_end, kept, cut, phases, steps)
+    return RoundPlay(t_end, used, cut, phases, steps)
 
 
 def run_sync(kit: Kit, env: simpy.Environment):
@@ -110,14 +111,14 @@ def run_sync(kit: Kit, env: simpy.Environment):
         picks.dispatched(configured, r)
         tasks = {t.device: t for t in configured}
         planned = kit.planner.plan_round(tasks, r, t_dispatch)
-        play = play_round(t_dispatch, {d: p.plan for d, p in planned.items()}, cfg.round.clients_per_round,
+        play = play_round(t_dispatch, {d: p.plan for d, p in planned.items()}, cfg.clients_per_round,
                           cfg.round.deadline_s)
         for step in play.steps:
             yield env.timeout(step)
         phases = play.phases + idle_waits(kit, play)
         kit.drain(phases)
-        received = kit.deliver(state, {tasks[d].down for d in play.kept})
-        work = [(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.kept)]
+        received = kit.deliver(state, {tasks[d].down for d in play.used})
+        work = [(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.used)]
         arrivals = kit.train(work)
         state, metrics = kit.aggregate(state, r, arrivals, [Failure(d, why) for d, why in sorted(play.cut.items())])
         picks.round_ended(r, env.now, t_dispatch, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
@@ -125,7 +126,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
         server_rows = yield from kit.server_work(env, r, server_flops)
         depleted = sum(p.battery_cut and play.cut.get(d) == "dropped" for d, p in planned.items())
         row = record.round_row(r, t_start, env.now, n_online=int(online.sum()), excluded=excluded,
-                               selected=len(tasks), arrived=len(play.kept), outcomes=list(play.cut.values()),
+                               selected=len(tasks), arrived=len(play.used), outcomes=list(play.cut.values()),
                                phases=probe.phases + [(p, None if p.phase == "idle" else planned[p.device].timeline,
                                                        p.device in play.cut) for p in phases],
                                metrics=metrics, depleted=depleted)
@@ -182,9 +183,9 @@ def outcomes(planned: dict, play: RoundPlay) -> tuple[list[int], list[str], list
 
 
 def idle_waits(kit: Kit, play: RoundPlay) -> list[Phase]:
-    """With idle energy: each kept device's wait, from its upload's end to the round's close."""
+    """With idle energy: each used device's wait, from its upload's end to the round's close."""
     if not kit.idle_energy:
         return []
     ends = {p.device: p.end_s for p in play.phases if p.phase == "upload" and p.completed}
-    waits = (idle_phase(d, ends[d], play.t_end) for d in play.kept)
+    waits = (idle_phase(d, ends[d], play.t_end) for d in play.used)
     return [w for w in waits if w is not None]

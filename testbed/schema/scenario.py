@@ -59,9 +59,10 @@ class Scenario(Strict):
         return self.resources.memory or any(g.memory_MB is not None for g in self.fleet.groups)
 
     @property
-    def updates_per_aggregation(self) -> int:
-        """K: the updates a round waits for (sync), or the buffer (async; the concurrency where only a period
-        triggers aggregation)."""
+    def clients_per_round(self) -> int:
+        """K, the one name for it everywhere (round.clients_per_round, Build.clients_per_round, a selector's
+        init): the updates a round waits for (sync, and each edge round of hierarchical aggregation), or the
+        buffer (async; the concurrency where only a period triggers aggregation)."""
         if self.protocol.kind != "async":   # sync, and each edge round of hierarchical aggregation
             return self.round.clients_per_round
         return self.protocol.buffer_size or self.protocol.concurrency

@@ -131,8 +131,8 @@ def test_fedscale_trace_through_the_scenario(two_devices, tmp_path):
 def test_a_round_without_tasks_closes_at_once():
     from testbed.protocols.sync import play_round
 
-    play = play_round(0.0, {}, keep=3, deadline_s=None)
-    assert (play.t_end, play.kept, play.cut, play.phases) == (0, [], {}, [])
+    play = play_round(0.0, {}, clients_per_round=3, deadline_s=None)
+    assert (play.t_end, play.used, play.cut, play.phases) == (0, [], {}, [])
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ def test_the_clock_and_resources_import_neither_simpy_nor_the_protocols():
 def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_devices, tmp_path):
     kit = kit_for(two_devices)
     start = kit.begin()
-    assert (start.played, start.resumed, start.finished, start.kept) == (0, False, False, {})
+    assert (start.played, start.resumed, start.finished, start.protocol) == (0, False, False, {})
     tasks = {t.device: t for t in kit.participation.configure(start.state, 1, np.array([0, 1]), 2, np.array([0, 1]))}
     planned = kit.planner.plan_round(tasks, 1, 0.0)
     assert [p.start_s for p in planned[0].plan.phases] == [0, 1.25, 2.25] and planned[0].plan.end_s == 4.5

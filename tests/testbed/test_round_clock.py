@@ -98,7 +98,7 @@ def test_the_clock_lands_on_the_closing_arrival_to_the_bit():
     t0 = 11.289271023406792
     plans = (plan_task(7, t0, (1.1 + k * 0.013, 2.9, 12.3 + k * 1e-3), math.inf) for k in range(1000))
     plan = next(p for p in plans if t0 + (p.end_s - t0) != p.end_s)
-    play = play_round(t0, {7: plan}, keep=1, deadline_s=60.0)
+    play = play_round(t0, {7: plan}, clients_per_round=1, deadline_s=60.0)
     assert play.t_end == plan.end_s == clock_after(t0, play.steps)
 
 
@@ -108,15 +108,15 @@ def test_a_two_task_round_by_hand():
     its compute (surplus), device 1 too (its drop at 3.5 comes after the close)."""
     plans = {0: plan_task(0, 0.0, (1.0, 2.0, 1.0), math.inf), 1: plan_task(1, 0.0, (1.0, 4.0, 1.0), 3.5),
              2: plan_task(2, 0.0, (0.5, 1.0, 0.5), math.inf)}
-    play = play_round(0.0, plans, keep=1, deadline_s=None)
-    assert (play.t_end, play.kept, play.cut) == (2.0, [2], {0: "surplus", 1: "surplus"})
+    play = play_round(0.0, plans, clients_per_round=1, deadline_s=None)
+    assert (play.t_end, play.used, play.cut) == (2.0, [2], {0: "surplus", 1: "surplus"})
     assert [(p.device, p.phase, p.start_s, p.end_s, p.completed) for p in play.phases] == [
         (0, "download", 0.0, 1.0, True), (0, "compute", 1.0, 2.0, False),
         (1, "download", 0.0, 1.0, True), (1, "compute", 1.0, 2.0, False),
         (2, "download", 0.0, 0.5, True), (2, "compute", 0.5, 1.5, True), (2, "upload", 1.5, 2.0, True)]
     # K = 3: nobody else arrives before device 1 drops at 3.5 and device 0 arrives at 4; a deadline of 3 cuts both
-    play = play_round(0.0, plans, keep=3, deadline_s=3.0)
-    assert (play.t_end, play.kept, play.cut) == (3.0, [2], {0: "late", 1: "late"})
-    play = play_round(0.0, plans, keep=3, deadline_s=None)
-    assert (play.t_end, play.kept, play.cut) == (4.0, [2, 0], {1: "dropped"})
+    play = play_round(0.0, plans, clients_per_round=3, deadline_s=3.0)
+    assert (play.t_end, play.used, play.cut) == (3.0, [2], {0: "late", 1: "late"})
+    play = play_round(0.0, plans, clients_per_round=3, deadline_s=None)
+    assert (play.t_end, play.used, play.cut) == (4.0, [2, 0], {1: "dropped"})
     assert [p for p in play.phases if p.device == 1][-1] == Phase(1, "compute", 1.0, 3.5, False, 2.5)
