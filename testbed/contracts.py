@@ -259,7 +259,7 @@ class Contracts:
                 plugin.fail("select", f"returned device {offline[0]}, which cannot take a task at {ctx.now:g} s "
                             "(offline, busy, or kept out by memory or battery)",
                             "return ids among ctx.candidates (or those ctx.usable says yes to)", r)
-        if len(picked) > ctx.n_select or (picked[1:] == picked[:-1]).any():   # worded as before contracts.py
+        if len(picked) > ctx.n_select or (picked[1:] == picked[:-1]).any():   # every selector: a run needs it
             plugin.refuse(f"round {r}: selection: '{plugin.name}' picked {len(picked)} devices "
                           f"({len(np.unique(picked))} distinct) where {ctx.n_select} distinct were asked for; fix its "
                           f"select{where(plugin.obj.select)}: return distinct ids, at most ctx.n_select")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from testbed import migrations
 from testbed.errors import TestbedError
 
 NUMPY = {"numpy.ndarray", "numpy.dtype", "numpy._core.multiarray._reconstruct", "numpy._core.multiarray.scalar",
@@ -53,15 +54,16 @@ def load(path: Path, what: str, fix: str = "", map_location: str | None = None) 
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
         raise TestbedError(f"{path}: unreadable {what} ({type(err).__name__}){fix}") from None
-    allowed = {name: _allowed(name) for name in names}
+    allowed = {name: _allowed(migrations.current_name(name)) for name in names}   # an older file's names too
     refused = sorted(name for name, value in allowed.items() if value is None)
     if refused:
         raise TestbedError(f"{path}: the {what} holds Python objects a testbed {what} never does ({refused[0]}); "
                            f"refused, since loading it could run code from the file{fix}")
+    safe = [(value, name) for name, value in allowed.items()]   # each under the name the file gives it
     if any(name.startswith("numpy.") for name in names):  # an array's dtype is built through its DType class
-        allowed |= {name: value for name, value in vars(np.dtypes).items() if name.endswith("DType")}
+        safe += [value for name, value in vars(np.dtypes).items() if name.endswith("DType")]
     try:
-        with torch.serialization.safe_globals(list(allowed.values())):
+        with torch.serialization.safe_globals(safe):
             return torch.load(path, weights_only=True, map_location=map_location)
     except Exception as err:  # noqa: BLE001
         raise TestbedError(f"{path}: unreadable {what} ({type(err).__name__}){fix}") from None

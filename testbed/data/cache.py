@@ -56,7 +56,7 @@ def cached(package: str, revision: Callable[[dict], str] | None = None):
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             parts = (importlib.metadata.version(package), source, sorted(bound.arguments.items()))
-            if revision is not None:   # only then: the bundled datasets' keys (and files) stay as they were
+            if revision is not None:   # only then: a bundled dataset's key depends on its arguments alone
                 parts += (revision(bound.arguments),)
             key = hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
             path = cache_dir() / f"{loader.__name__.removeprefix('load_')}-{key}.npz"

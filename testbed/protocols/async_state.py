@@ -9,15 +9,13 @@ Semantics:
   trimmed to what `in_flight` and `buffer` need after each aggregation.
 - It never changes: the functions below return the next state (a task ended, a dispatch, a tick, a wake), as a
   Strategy's aggregate does, and the server (asynchronous.py) holds the latest; a checkpoint keeps one value.
-- A checkpoint saves it whole, as `protocol["server"]`, and a resumed run restores it whole (`restored`). A
-  checkpoint of an older testbed kept the same fields as keys of `protocol` of their own, the version as the
-  checkpoint's round: `restored` maps them into the dataclass, so those runs resume too.
-- The classes here are plain dataclasses, which checkpoints may unpickle (safe_load.py's allow-list); InFlight
-  and Window keep their old module's name too (asynchronous.py imports them), which old checkpoints name.
+- A checkpoint saves it whole, as `protocol["server"]`, and a resumed run restores it whole (an older testbed's
+  checkpoint through testbed/migrations.py).
+- The classes here are plain dataclasses, which checkpoints may unpickle (safe_load.py's allow-list).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from testbed.algorithms.base import Task
 from testbed.clock import TaskPlan, Timeline
@@ -57,15 +55,6 @@ class AsyncState:
     started: int = 0                 # tasks started so far: the next one's number is started + 1
     next_tick: int = 1               # the next period aggregation is at next_tick * period_s
     wake_at: float | None = None     # when free slots look for devices again, where none could take one
-
-
-def restored(kept: dict, played: int) -> AsyncState:
-    """The state a checkpoint's `protocol` kept: its "server"; or, from an older testbed's checkpoint, the same
-    fields under keys of their own, with the checkpoint's round (`played`) as the version."""
-    if "server" in kept:
-        return kept["server"]
-    names = {f.name for f in fields(AsyncState)} - {"version"}
-    return AsyncState(version=played, **{name: kept[name] for name in names if name in kept})
 
 
 def task_ended(state: AsyncState, task: InFlight, outcome: str, max_staleness: int | None) -> tuple[AsyncState, bool]:

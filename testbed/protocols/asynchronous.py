@@ -42,13 +42,13 @@ import simpy
 
 from testbed.algorithms.base import Failure, ServerState
 from testbed.protocols.async_rows import Aggregated, TaskRow, aggregation_rows, cut_into, cut_rows
-from testbed.protocols.async_state import (AsyncState, InFlight, Window, dispatched, restored, task_ended, ticked,
-                                          waking_at)
+from testbed import migrations
+from testbed.protocols.async_state import AsyncState, InFlight, Window, dispatched, task_ended, ticked, waking_at
 from testbed.protocols.kit import Kit
 from testbed.protocols.planning import Planned
 from testbed.selection import Outcome
 
-__all__ = ["AsyncServer", "InFlight", "Window", "run_async", "wait_until"]   # InFlight, Window: old checkpoints'
+__all__ = ["AsyncServer", "run_async", "wait_until"]
 
 
 class AsyncServer:
@@ -62,7 +62,8 @@ class AsyncServer:
         start = kit.begin()
         self.state: ServerState = start.state
         self.resumed, self.finished_before = start.resumed, start.finished   # from a checkpoint; of a finished run
-        async_state = restored(start.protocol, start.played) if start.resumed else AsyncState(Window(env.now))
+        async_state = (migrations.async_state(start.protocol, start.played, AsyncState) if start.resumed else
+                       AsyncState(Window(env.now)))
         # the models onto the server's device
         self.async_state = replace(async_state, received=kit.placement.here(async_state.received))
         self.busy = np.zeros(kit.fleet.n, dtype=bool)  # the devices in async_state.in_flight, as a mask

@@ -10,7 +10,7 @@ Semantics:
   tasks dispatched (`dispatched`), and the tasks that ended, with their outcomes (`ended`, or `round_ended` for a
   synchronous round's tasks given column by column); the selector is told of ended tasks through its `observe`.
 - `kept()` is what a checkpoint holds of it (the history and the selector's state, checked as plain data), and
-  `resume(kept)` restores it (an older testbed's selector attributes: selection/base.py's resumed_state).
+  `resume(saved)` restores it (an older testbed's selector attributes: testbed/migrations.py).
 """
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from typing import Callable
 import numpy as np
 
 import devices
+from testbed import migrations
 from testbed.algorithms.base import RoundContext, ServerState, Strategy, Task
 from testbed.contracts import Contracts
 from testbed.resources import Resources
 from testbed.schema.scenario import Scenario
-from testbed.selection import History, Outcome, SelectionContext, Selector, resumed_state
+from testbed.selection import History, Outcome, SelectionContext, Selector
 
 NO_METRICS: dict = {}   # a task's report where the server trained none: read, never written
 
@@ -52,7 +53,7 @@ class Participation:
     def resume(self, saved: dict) -> None:
         """Go on from its entry in a checkpoint (`saved()`'s, or an older testbed's)."""
         self.history = saved["history"]
-        self.selector_state = resumed_state(saved, self.selector_state, self.contracts.selector)
+        self.selector_state = migrations.selector_state(saved, self.selector_state, self.contracts.selector)
 
     # ---- who is picked -----------------------------------------------------------------------------------
     def select(self, r: int, now: float, n_select: int, candidates: Callable[[], np.ndarray],

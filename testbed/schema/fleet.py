@@ -140,7 +140,7 @@ def physical_memory() -> int | None:
 
 class Fleet(Strict):
     # The user's device catalog files (one path or a list), declared before the groups that name their profiles;
-    # left out of the resolved scenario where there is none, so that built-in scenarios resolve as before.
+    # left out of the resolved scenario where there is none: a scenario without catalogs resolves without the key.
     catalog: list[CatalogFile] = Field(default_factory=list, exclude_if=lambda files: not files)
     groups: list[DeviceGroup] = Field(min_length=1)
     heterogeneity: Literal["low", "medium", "high"] | None = None   # the tiered groups' first 2, 3 or all tiers

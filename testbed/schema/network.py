@@ -9,7 +9,7 @@ A cell kind holds the devices of the fleet groups it names (by index in fleet.gr
 cells in turn, in device order: the j-th of its devices (its groups' devices one group after another) is in cell
 j mod count. A device of a group no cell names has no cell; every transfer crosses the server's link of its
 direction where one is given. `backhaul` is a cell's edge server's link to the cloud, used by hierarchical
-aggregation (protocol kind hierarchical). Without the section every device has its own links, as before.
+aggregation (protocol kind hierarchical). Without the section every device has links of its own.
 """
 from __future__ import annotations
 

@@ -27,7 +27,6 @@ the selector's business, on what terms the strategy's.
 """
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -36,7 +35,6 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from testbed.errors import TestbedError
 from testbed.selection.history import History, Outcome
 
 
@@ -173,24 +171,6 @@ def _takes(function, n: int) -> bool:
         return True
     except TypeError:
         return False
-
-
-def resumed_state(kept: dict, fresh: Any, plugin) -> Any:
-    """The selector's state from a checkpoint's selection entry (`kept`, protocols/participation.py's kept: "state").
-    An older testbed's checkpoint kept the selector's attributes instead ("selector": its options and what it had
-    learnt): a built-in's state is read from them, its state's fields being named as those attributes were
-    (`fresh`: what init returns; None, for a selector that keeps none, is kept as it is); a user selector's is
-    refused in one line (`plugin`: contracts.py's Plugin, naming it)."""
-    if "state" in kept:
-        return kept["state"]
-    older = kept.get("selector")
-    if plugin.builtin and isinstance(older, dict):
-        if fresh is None:
-            return None
-        if dataclasses.is_dataclass(fresh) and all(f.name in older for f in dataclasses.fields(fresh)):
-            return dataclasses.replace(fresh, **{f.name: older[f.name] for f in dataclasses.fields(fresh)})
-    raise TestbedError(f"resume: the checkpoint was written by an older testbed's selector ('{plugin.name}' kept "
-                       "its state on itself, which this testbed cannot read); run without --resume to start over")
 
 
 def select_uniform(online: np.ndarray, n_select: int, rng: np.random.Generator) -> np.ndarray:

@@ -4,11 +4,12 @@ draws C x N clients at random among those available.
 Synchronous round: n_select devices without replacement among the candidates. Asynchronous dispatch: devices drawn
 uniformly over the whole fleet and kept when usable and not yet picked (cheap while many are usable: no candidate
 list at 100,000 devices), and, where REJECTION_DRAWS draws a slot were not enough, drawn among the listed
-candidates left; the picks are then put in a random order and sorted, a draw that changes nothing but that the
-asynchronous protocol has always taken, kept so its tables stay as they were. For a few free slots the draws are
-single (each costs a quarter of a batch's call); for more they are made in batches (numpy's batch of integers is
-its sequence of single draws) and checked at once, the stream then put back to just after the last draw used, so
-it reads as the one draw at a time it describes (tests/selection/test_uniform.py checks both against it).
+candidates left; the picks are then put in a random order and sorted, a draw that changes nothing but moves
+the stream (the committed asynchronous tables were made with it, and a seed must keep giving them). For a few
+free slots the draws are single (each costs a quarter of a batch's call); for more they are made in batches
+(numpy's batch of integers is its sequence of single draws) and checked at once, the stream then put back to
+just after the last draw used, so it reads as the one draw at a time it describes (tests/selection/test_uniform.py
+checks both against it).
 """
 from __future__ import annotations
 

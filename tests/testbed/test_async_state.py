@@ -43,3 +43,18 @@ def test_a_state_cannot_be_changed_in_place():
         state.version = 3
     with pytest.raises(dataclasses.FrozenInstanceError):
         state.window.selected = 3
+
+
+def test_a_checkpoint_that_names_the_classes_where_they_used_to_live_is_read(tmp_path, monkeypatch):
+    """An older testbed pickled the window and the tasks in flight under testbed.protocols.asynchronous
+    (testbed/migrations.py's MOVED): such a file is read, as the classes they are now."""
+    import torch
+
+    from testbed import safe_load
+
+    monkeypatch.setattr(Window, "__module__", "testbed.protocols.asynchronous")   # pickled under the old name
+    torch.save({"window": Window(1.5, selected=2)}, tmp_path / "old.pt")
+    monkeypatch.undo()
+    assert "testbed.protocols.asynchronous.Window" in torch.serialization.get_unsafe_globals_in_checkpoint(
+        tmp_path / "old.pt")
+    assert safe_load.load(tmp_path / "old.pt", "checkpoint") == {"window": Window(1.5, selected=2)}
