@@ -36,26 +36,39 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Callable, Protocol
 
 import numpy as np
 import simpy
 
-from testbed.algorithms.base import Failure, ServerState
-from testbed.protocols.async_rows import Aggregated, TaskRow, aggregation_rows, cut_into, cut_rows
+import devices
 from testbed import migrations
+from testbed.algorithms.base import Failure, ServerState
+from testbed.execution.placement import Placement
+from testbed.network.topology import Topology
+from testbed.protocols.async_rows import Aggregated, TaskRow, aggregation_rows, cut_into, cut_rows
 from testbed.protocols.async_state import AsyncState, InFlight, Window, dispatched, task_ended, ticked, waking_at
-from testbed.protocols.kit import Kit
+from testbed.protocols.kit import Parts
 from testbed.protocols.planning import Planned
 from testbed.selection import Outcome
 
 __all__ = ["AsyncServer", "run_async", "wait_until"]
 
 
+class AsyncKit(Parts, Protocol):
+    """What an asynchronous run asks of the kit (kit.py's Parts, and these)."""
+
+    fleet: devices.Fleet
+    placement: Placement
+    staleness: Callable[[int], float]
+    topology: Topology | None
+
+
 class AsyncServer:
     """One asynchronous run on `env`, through the kit's shared pieces (planning, training, records, checkpoints):
     its model in `state`, all else it carries in `async_state` (async_state.py), saved whole in checkpoints."""
 
-    def __init__(self, kit: Kit, env: simpy.Environment):
+    def __init__(self, kit: AsyncKit, env: simpy.Environment):
         self.kit, self.env, self.cfg = kit, env, kit.scenario
         self.protocol = self.cfg.protocol
         self.weight = kit.staleness
@@ -89,7 +102,8 @@ class AsyncServer:
             env.process(self._alarm(async_state.wake_at, self._woken))
         if not self.resumed:
             self._dispatch()
-            if not async_state.in_flight and async_state.wake_at is None:  # nobody will ever come: settling ends the run
+            # nobody will ever come: settling ends the run
+            if not async_state.in_flight and async_state.wake_at is None:
                 self._poke()
         while True:
             yield self.poked
@@ -158,7 +172,8 @@ class AsyncServer:
                 return self._aggregate(final=True)
             self._checkpoint(finished=True)
             return True
-        if self.kit.stop.checkpoint_due(self.saved, async_state.version):  # once the instant is settled: nothing half-done
+        # once the instant is settled: nothing half-done
+        if self.kit.stop.checkpoint_due(self.saved, async_state.version):
             self._checkpoint(finished=False)
         return False
 
@@ -233,7 +248,8 @@ class AsyncServer:
             kit.participation.dispatched(tasks, number)
             carried = ({d: Planned(f.task, f.timeline, f.plan, f.battery_cut) for d, f in async_state.in_flight.items()}
                        if kit.topology is not None else None)  # shared links: the tasks in flight share with these
-            planned = kit.planner.plan_round({task.device: task for task in tasks}, async_state.version + 1, now, carried)
+            planned = kit.planner.plan_round({task.device: task for task in tasks}, async_state.version + 1, now,
+                                             carried)
             models = dict(async_state.received.get(async_state.version, {}))
             # built, not replace()d: a hundred a dispatch; a task planned again gets a new end, and its old end's
             # callback finds it replaced
@@ -310,6 +326,6 @@ def wait_until(env: simpy.Environment, t: float) -> simpy.Timeout:
     return env.timeout(d)
 
 
-def run_async(kit: Kit, env: simpy.Environment):
+def run_async(kit: AsyncKit, env: simpy.Environment):
     """simpy process: the scenario's asynchronous run, from the start or from the kit's checkpoint."""
     yield from AsyncServer(kit, env).serve()

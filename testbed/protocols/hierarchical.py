@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -43,12 +44,21 @@ from testbed.algorithms.fedavg import mean_metric
 from testbed.clock import Phase
 from testbed.network import fluid
 from testbed.network.contention import Usage
+from testbed.network.linklog import LinkLog
+from testbed.network.topology import Topology
 from testbed.payload import CODECS, transmit
-from testbed.protocols.kit import Kit
 from testbed.protocols.planning import Planned
-from testbed.protocols.sync import RoundPlay, idle_waits, outcomes, play_round
+from testbed.protocols.sync import RoundPlay, SyncKit, idle_waits, outcomes, play_round
 
 FIRST_EDGE = -2   # events.csv's device of the edge server of cell c is FIRST_EDGE - c
+
+
+class HierarchicalKit(SyncKit, Protocol):
+    """What hierarchical aggregation asks of the kit: a synchronous round's (its edge rounds are such rounds), the
+    cells' topology and links.csv's log."""
+
+    topology: Topology
+    links: LinkLog
 
 
 def edge_id(cell: int) -> int:
@@ -92,7 +102,7 @@ class EdgePart:
     update: Arrival | None
 
 
-def run_hierarchical(kit: Kit, env: simpy.Environment):
+def run_hierarchical(kit: HierarchicalKit, env: simpy.Environment):
     """simpy process: the scenario's cloud rounds, from the first or from the kit's checkpoint."""
     cfg = kit.scenario
     cells = [(c, kit.topology.cell == c) for c in range(len(kit.topology.names))]
@@ -145,7 +155,7 @@ def run_hierarchical(kit: Kit, env: simpy.Environment):
     record.checkpoint(played, env.now, state, finished=True)
 
 
-def backhaul(kit: Kit, cells: list[int], starts: np.ndarray, direction: str, nbytes: int) -> list[float]:
+def backhaul(kit: HierarchicalKit, cells: list[int], starts: np.ndarray, direction: str, nbytes: int) -> list[float]:
     """Each edge's transfer of `direction` over its cell's backhaul from its start, in seconds: its latency, then
     its bytes at the backhaul's rate, through the cloud's link of that direction (network.server) where the
     scenario gives one, shared by all of them (solved together). A transfer the cloud's link never slowed takes
@@ -165,7 +175,7 @@ def backhaul(kit: Kit, cells: list[int], starts: np.ndarray, direction: str, nby
                                                 starts)]
 
 
-def play_edge(kit: Kit, state: ServerState, sent: Params, cell: int, members: np.ndarray, r: int,
+def play_edge(kit: HierarchicalKit, state: ServerState, sent: Params, cell: int, members: np.ndarray, r: int,
               t0: float, down_s: float) -> EdgePart:
     """The edge of `cell` (members: (n,) bool, its devices) in cloud round r from t0: the cloud's model `sent`
     down the backhaul (down_s seconds), its edge rounds from the model's arrival, its update (its upload is the
@@ -194,7 +204,7 @@ def play_edge(kit: Kit, state: ServerState, sent: Params, cell: int, members: np
     return EdgePart(cell, clock, rounds, phases, update)
 
 
-def edge_round(kit: Kit, state: ServerState, members: np.ndarray, others: np.ndarray, g: int,
+def edge_round(kit: HierarchicalKit, state: ServerState, members: np.ndarray, others: np.ndarray, g: int,
                clock: EdgeClock) -> EdgeRound | None:
     """Edge round g among `members` (others: the devices outside the cell), from the edge's model in `state`,
     with the clock advanced to its close; None where none of its devices will ever be usable again."""
@@ -223,7 +233,7 @@ def edge_round(kit: Kit, state: ServerState, members: np.ndarray, others: np.nda
     return EdgeRound(g, tasks, planned, play, phases, arrivals)
 
 
-def edge_events(kit: Kit, r: int, edge: EdgePart) -> list[dict]:
+def edge_events(kit: HierarchicalKit, r: int, edge: EdgePart) -> list[dict]:
     """The rows of events.csv of an edge's part of cloud round r: its backhaul download, its devices' phases
     round by round, its backhaul upload."""
     down, up = ({"device": p.device, "round": r, "phase": p.phase, "start_s": p.start_s, "end_s": p.end_s,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Generator
+from typing import Callable, Generator, Protocol
 
 import numpy as np
 import simpy
@@ -51,6 +51,7 @@ from testbed.protocols.registry import declared
 from testbed.protocols.stopping import StopRules
 from testbed.resources import Resources
 from testbed.experiment import Experiment, Purpose, stream
+from testbed.schema.scenario import Scenario
 from testbed.store import ClientStore
 
 SERVER = -1  # the device column of the server's own work in events.csv (phase "server")
@@ -75,6 +76,27 @@ def scaled(updates: list[Params], weights: list[float]) -> list[Params]:
         return updates
     products = iter(torch._foreach_mul(flat, [w for update, w in zip(updates, weights) for _ in update]))
     return [{n: next(products) for n in update} for update in updates]
+
+
+class Parts(Protocol):
+    """What every protocol may ask of the kit; each protocol's own view (sync.SyncKit, asynchronous.AsyncKit,
+    hierarchical.HierarchicalKit) adds what it alone uses, so its signature says all it may touch
+    (tests/testbed/test_layers.py holds each module to its view)."""
+
+    scenario: Scenario
+    planner: Planner
+    availability: Availability
+    participation: Participation
+    recorder: Recorder
+    stop: StopRules
+
+    def begin(self) -> Start: ...
+    def aggregate(self, state: ServerState, r: int, arrivals: list[Arrival],
+                  failures: list[Failure]) -> tuple[ServerState, dict]: ...
+    def drain(self, phases: list[Phase]) -> None: ...
+    def deliver(self, state: ServerState, codecs) -> dict: ...
+    def train(self, work: list[tuple[Task, Timeline, Params]],
+              weights: list[float] | None = None) -> list[Arrival]: ...
 
 
 class Kit:

@@ -24,14 +24,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Generator, Protocol
 
 import numpy as np
 import simpy
 
-from testbed.algorithms.base import Failure
+from testbed.algorithms.base import Failure, ServerState
 from testbed.clock import Phase, TaskPlan
-from testbed.protocols.kit import Kit
+from testbed.protocols.kit import Parts
+from testbed.protocols.probe import Probe
 from testbed.resources import idle_phase
+
+
+class SyncKit(Parts, Protocol):
+    """What a synchronous round asks of the kit (kit.py's Parts, and these)."""
+
+    idle_energy: bool
+
+    def probe(self, state: ServerState, r: int, t0: float) -> Probe: ...
+    def server_work(self, env: simpy.Environment, r: int, flops: int) -> Generator[simpy.Event, None, list[dict]]: ...
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,7 @@ def play_round(t0: float, plans: dict[int, TaskPlan], clients_per_round: int,
     return RoundPlay(t_end, used, cut, phases, steps)
 
 
-def run_sync(kit: Kit, env: simpy.Environment):
+def run_sync(kit: SyncKit, env: simpy.Environment):
     """simpy process: the scenario's synchronous rounds, from the first or from the kit's checkpoint."""
     cfg = kit.scenario
     start = kit.begin()
@@ -142,7 +153,7 @@ def run_sync(kit: Kit, env: simpy.Environment):
     record.checkpoint(played, env.now, state, finished=True)
 
 
-def usable_devices(kit: Kit, env: simpy.Environment):
+def usable_devices(kit: SyncKit, env: simpy.Environment):
     """simpy process: ((n,) bool, the devices that can take a task now: online, and with memory and battery where
     those are modelled; (n,) bool, those online; how many of those memory and battery exclude), waiting for the
     first to be back where none can; None, None, {} where none ever will (the kit told), or none will before
@@ -182,7 +193,7 @@ def outcomes(planned: dict, play: RoundPlay) -> tuple[list[int], list[str], list
     return devices, seen, ends
 
 
-def idle_waits(kit: Kit, play: RoundPlay) -> list[Phase]:
+def idle_waits(kit: SyncKit, play: RoundPlay) -> list[Phase]:
     """With idle energy: each used device's wait, from its upload's end to the round's close."""
     if not kit.idle_energy:
         return []

@@ -14,8 +14,8 @@ PACKAGE = ROOT / "testbed"
 LAYERS = [
     # foundations: errors, names and references, the clock's vocabulary, FLOPs, update rules, codecs, models,
     # device selection rules, the network's solvers
-    ["errors", "version", "names", "migrations", "plugins", "hooks", "safe_load", "provenance", "clock", "flops", "functional",
-     "rules", "staleness", "payload", "store", "degenerate", "models", "memory", "submodel", "selection",
+    ["errors", "version", "names", "migrations", "plugins", "hooks", "safe_load", "provenance", "clock", "flops",
+     "functional", "rules", "staleness", "payload", "store", "degenerate", "models", "memory", "submodel", "selection",
      "network"],
     # the scenario as plain data, and reading it from a file
     ["schema", "scenario_file"],
@@ -103,3 +103,27 @@ def test_the_readme_layout_lists_the_layers_in_order():
             entries.setdefault(len(groups) - 1, set()).add(name)
     assert [entries.get(i, set()) for i in range(len(LAYERS))] == \
         [set(layer) - {"__main__"} for layer in reversed(LAYERS)]
+
+
+VIEWS = {"sync": "SyncKit", "asynchronous": "AsyncKit", "hierarchical": "HierarchicalKit"}
+
+
+def _members(name: str, classes: dict[str, ast.ClassDef]) -> set[str]:
+    """A kit view's members: its annotations and methods, and its bases' among the views."""
+    cls = classes[name]
+    own = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)} | \
+          {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    return own.union(*(_members(b.id, classes) for b in cls.bases if isinstance(b, ast.Name) and b.id in classes))
+
+
+@pytest.mark.parametrize("protocol", sorted(VIEWS))
+def test_a_protocol_touches_only_what_its_kit_view_declares(protocol):
+    """Each protocol's signature says what it may touch of the kit (protocols/kit.py's Parts and its own view):
+    every `kit.<name>` in its module is declared there."""
+    classes = {node.name: node for module in ("kit", *VIEWS) for node in ast.walk(ast.parse(
+        (PACKAGE / "protocols" / f"{module}.py").read_text())) if isinstance(node, ast.ClassDef)}
+    used = {node.attr for node in ast.walk(ast.parse((PACKAGE / "protocols" / f"{protocol}.py").read_text()))
+            if isinstance(node, ast.Attribute) and (
+                (isinstance(node.value, ast.Name) and node.value.id == "kit") or
+                (isinstance(node.value, ast.Attribute) and node.value.attr == "kit"))}
+    assert used and sorted(used - _members(VIEWS[protocol], classes)) == []
