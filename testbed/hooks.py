@@ -10,6 +10,8 @@ Semantics:
   is `completed` and its `stop_reason` says `on_round: <reason>`. In an asynchronous run the tasks in flight are
   cut at that instant, as at any run's end ('unfinished', their work wasted), and the written row counts them
   (the callback saw the row before they were cut).
+- A numpy or torch scalar counts as its Python value: `numpy.bool_(True)` (what `row["accuracy"] > np.float64(x)`
+  gives) stops the run as True does.
 - Several callbacks each see every row; the first reason given is kept.
 - A callback that raises, or returns anything else, stops the run with a PluginError (a TestbedError) that names
   it (its exception chained as the cause); the rounds written before are kept.
@@ -72,11 +74,22 @@ def asker(callbacks: tuple[Callback, ...], columns: list[str]) -> Callable[[dict
 
 
 def _reason(callback: Callback, answer: object, row: dict) -> str | None:
+    answer = _as_python(answer)
     if answer is None or answer is False:
         return None
     if answer is True:
         return f"on_round: {named(callback)} at round {row['round']}"
     if isinstance(answer, str):
         return f"on_round: {answer}"
-    raise PluginError(f"on_round: {named(callback)} returned {type(answer).__name__}; return None to go on, True or "
-                       "a reason (a str) to stop the run")
+    shown = repr(answer) if len(repr(answer)) <= 40 else repr(answer)[:37] + "..."
+    raise PluginError(f"on_round: {named(callback)} returned {type(answer).__name__} {shown}; return None or False to "
+                      "go on, True or a reason (a str) to stop the run (a numpy or torch bool counts as a bool)")
+
+
+def _as_python(answer: object) -> object:
+    """A numpy scalar or a one-element torch tensor as its Python value (numpy.bool_(True) is True); anything
+    else as it is."""
+    module = type(answer).__module__.partition(".")[0]
+    if module in ("numpy", "torch") and getattr(answer, "shape", None) == () and hasattr(answer, "item"):
+        return answer.item()
+    return answer

@@ -5,8 +5,10 @@ it, its exception chained, the rounds before kept."""
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 from helpers import tiny_blobs, tiny_scenario
 
 import testbed
@@ -93,8 +95,18 @@ def test_a_callback_that_raises_is_one_line_naming_it_with_its_exception_chained
 
 
 def test_an_answer_that_is_not_a_reason_is_refused(tiny, tmp_path):
-    with pytest.raises(TestbedError, match=r"on_round: <lambda> \(.*\) returned float; return None to go on"):
+    with pytest.raises(TestbedError, match=r"on_round: <lambda> \(.*\) returned float 0\.\d+; return None or False "
+                                           r"to go on, True or a reason \(a str\) to stop the run"):
         testbed.run(tiny, out=tmp_path, quiet=True, plots=False, on_round=lambda row: row["accuracy"])
+
+
+@pytest.mark.parametrize("stop, go_on", [(np.bool_(True), np.bool_(False)), (torch.tensor(True), torch.tensor(False))],
+                         ids=["numpy", "torch"])
+def test_a_numpy_or_torch_bool_counts_as_its_python_value(tiny, tmp_path, stop, go_on):
+    """`row["accuracy"] > threshold` with a numpy threshold gives numpy.bool_: it stops the run as True does."""
+    run = testbed.run(tiny, out=tmp_path / "stop", quiet=True, plots=False,
+                      on_round=lambda row: stop if row["round"] == 2 else go_on)
+    assert list(run.rounds["round"]) == [1, 2] and run.summary["stop_reason"].startswith("on_round: <lambda>")
 
 
 def test_callbacks_are_refused_where_they_cannot_run(tiny, tmp_path):
