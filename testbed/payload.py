@@ -409,6 +409,11 @@ class Sign:
 Codec = Union[Dense, UnitMasked, TopK, IntegerDelta, Sign]
 
 
+def _part_of(key: str) -> str:
+    """The part a payload key belongs to: "m" for "m:<name>", "" for a plain parameter name."""
+    return key.partition(":")[0] if ":" in key else ""
+
+
 def part_key(part: str, name: str) -> str:
     """The dict key of parameter `name`'s tensor in part `part`: the plain name for part ""."""
     return name if part == "" else f"{part}:{name}"
@@ -523,7 +528,9 @@ def _transmit_float32(codec: Dense, tensors: Tensors, shapes: Shapes) -> dict[st
     receiver decodes is a float32 copy of each tensor sent, bit for bit, and the payload is 4 bytes an entry of
     the model's shapes exactly when every tensor sent has its parameter's shape. Saves ~15 us an update, a
     third of the engine's round at 1,000 updates (benchmarks/scale.py); tests/testbed/test_payload.py checks it
-    against encode and decode."""
+    against encode and decode. A tensor of a part the codec does not carry is not sent (a dense downlink of a
+    broadcast that also holds a compressed delta, 1-bit Adam's `q:` parts, for devices that hold last round's
+    model), as encode() leaves it."""
     out = {}
     for part in codec.parts:
         for name, shape in shapes.items():
@@ -533,8 +540,8 @@ def _transmit_float32(codec: Dense, tensors: Tensors, shapes: Shapes) -> dict[st
             t = t.detach() if t.requires_grad else t
             out[key] = (t.clone(memory_format=torch.contiguous_format) if t.dtype is torch.float32
                         else t.to(torch.float32, memory_format=torch.contiguous_format))
-    if len(out) != len(tensors) or len(out) != len(codec.parts) * len(shapes):
-        sent = sum(t.numel() for t in tensors.values()) * 4
+    if len(out) != len(codec.parts) * len(shapes):   # keys of other parts are not sent, as encode() leaves them
+        sent = sum(t.numel() for k, t in tensors.items() if _part_of(k) in codec.parts) * 4
         raise AssertionError(f"codec {codec.name}: encoded {sent} bytes, predicted {codec.nbytes(shapes)}"
                              + ("" if sent != codec.nbytes(shapes) else " (the tensors' shapes differ)"))
     return out

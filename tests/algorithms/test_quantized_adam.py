@@ -183,3 +183,16 @@ def test_end_to_end_bytes_and_exact_rebuild(runs, name, warmup):
         assert all(opt_state.get("beta2") is not None for r, _, _, opt_state in rec.starts if r > warmup)
     batched, _, _ = runs(name, "batched", **extra)
     pd.testing.assert_frame_equal(rounds, batched)
+
+
+def test_onebit_adam_on_six_devices_two_a_round_plans_the_bytes_it_sends(monkeypatch):
+    """Issue 45: on 6 devices with 2 a round, onebit_adam's dense downlink carried the broadcast's `q:` parts and
+    was encoded larger than the clock had planned ("codec fp32x3: encoded 420 bytes, predicted 252")."""
+    import testbed.data
+    from helpers import simulate, tiny_blobs, tiny_scenario
+
+    monkeypatch.setitem(testbed.data.DATASETS, "tiny_blobs", tiny_blobs)
+    six = {"groups": [{"profile": "raspberry_pi_4", "count": 3}, {"profile": "jetson_nano", "count": 3}]}
+    raw = tiny_scenario({"name": "onebit_adam"}, rounds=6) | {"fleet": six, "round": {"clients_per_round": 2}}
+    records, _ = simulate(raw)
+    assert len(records) == 6
