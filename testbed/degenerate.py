@@ -18,16 +18,19 @@ import pandas as pd
 
 def degenerate_rounds(rounds: pd.DataFrame, scenario) -> dict:
     """Rounds that trained nothing, counted for summary.json and a warning: those where no selected device met the
-    deadline (all cut late), those where none arrived otherwise (all dropped), and those whose start waited for a
-    device to come online (nobody was). Empty where there were none: legitimate experiments, but never silent."""
-    if scenario.protocol.kind != "sync" or rounds.empty:
+    deadline (all cut late), those where none arrived otherwise (all dropped), those where no task was handed out,
+    and (synchronous rounds) those whose start waited for a device to come online (nobody was); a hierarchical
+    run's cloud rounds, each over its edge rounds, alike. Empty where there were none: legitimate experiments,
+    but never silent."""
+    if scenario.protocol.kind == "async" or rounds.empty:   # an asynchronous aggregation has no round to fail
         return {}
     nothing = rounds["arrived"] == 0
-    waited = rounds["t_start_s"] > rounds["t_end_s"].shift(1, fill_value=0.0)  # the previous round's end, or 0
     counts = {"rounds_all_late": int((nothing & (rounds["late"] > 0)).sum()),
               "rounds_all_dropped": int((nothing & (rounds["late"] == 0) & (rounds["dropped"] > 0)).sum()),
-              "rounds_without_tasks": int((rounds["selected"] == 0).sum()),
-              "rounds_waiting_for_devices": int(waited.sum())}
+              "rounds_without_tasks": int((rounds["selected"] == 0).sum())}
+    if scenario.protocol.kind == "sync":   # a cloud round's edges wait inside it: its start is the last one's end
+        waited = rounds["t_start_s"] > rounds["t_end_s"].shift(1, fill_value=0.0)  # the previous round's end, or 0
+        counts["rounds_waiting_for_devices"] = int(waited.sum())
     counts = {name: n for name, n in counts.items() if n}
     return {"degenerate_rounds": counts} if counts else {}
 

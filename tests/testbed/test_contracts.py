@@ -56,6 +56,8 @@ class SecondRoundBreaks(FedAvg):
 
 @dataclass(frozen=True)
 class Idle(FedAvg):
+    ASYNC = frozenset({"buffered"})   # the cloud of hierarchical aggregation can take its edges' deltas
+
     def configure(self, state, ctx, rng):
         return []
 
@@ -283,3 +285,15 @@ def test_an_asynchronous_selector_that_picks_nobody_is_refused_not_left_waiting(
     err = one_line(capsys)
     assert "round 1: selection 'user_code:Nobody'.select" in err
     assert "returned no device for an asynchronous dispatch while some could take a task" in err
+
+
+def test_hierarchical_rounds_without_tasks_are_degenerate_rounds_too(user_code, capsys):
+    """Issue 45: an edge round's configure that hands out nothing was not counted (degenerate.py read sync only)."""
+    cells = "[{name: a, down_Bps: 1e9, up_Bps: 1e9, groups: [0], backhaul: {down_Bps: 1e7, up_Bps: 1e7}}, " \
+            "{name: b, down_Bps: 1e9, up_Bps: 1e9, groups: [1], backhaul: {down_Bps: 1e7, up_Bps: 1e7}}]"
+    cli(user_code, "algorithm.name=user_code:Idle", "protocol={kind: hierarchical, edge_rounds: 2}",
+        f"network={{cells: {cells}}}", code=0)
+    summary = json.loads((user_code / "runs" / "contracts" / "0" / "summary.json").read_text())
+    named = f"algorithm 'user_code:Idle'.configure ({user_code / 'user_code.py'}:{hook_line('Idle')})"
+    assert summary["degenerate_rounds"] == {"rounds_without_tasks": 3} and summary["no_task_from"] == [named]
+    assert "3 where no task was handed out" in capsys.readouterr().err
