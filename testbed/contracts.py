@@ -4,7 +4,7 @@ one line with the rule it broke, instead of failing later, deep inside the testb
 What is checked, where (each hook's contract: docs/extending.md):
 - Strategy.init(params) and aggregate(...): a ServerState whose params have exactly the model's parameter names,
   each a tensor of the model's shape and dtype; aggregate returns the pair (state, metrics). Checked in the kit
-  (init, protocols/kit.py) and by each protocol where it aggregates (sync.py, asynchronous.py, hierarchical.py).
+  (init, and kit.aggregate, which every protocol aggregates through).
 - metrics (aggregate's; a device's Result.metrics): a dict of str -> real number; "tables" (rows for the run's
   extra csv files, FedAP's pruning.csv) may hold rows instead. Finiteness stays stopping.py's check_finite (a
   diverged model), which runs after the round's row is written.
@@ -20,8 +20,9 @@ What is checked, where (each hook's contract: docs/extending.md):
   least one where some device could take a task (the free slots would otherwise wait at that instant for ever).
 - Selector.select and observe: a state where they were given one (None is a forgotten `return state`); before a
   checkpoint keeps it, plain data (None, numbers, strings, numpy arrays, lists, tuples and dicts of them).
-- A model factory's output: logits (batch, num_classes, ...) for a batch of the training data, checked once
-  before round 1 (build.py): fewer or more logits than the data has classes are both refused.
+- A model factory's output, checked once before round 1 (build.py): float32 parameters; a forward pass on a batch
+  of the training data that runs (a layer that does not fit the data's shape is the model's error) and gives
+  finite logits (batch, num_classes, ...): fewer or more logits than the data has classes are both refused.
 - A dataset loader's result: testbed/data/loading.py, before the run.
 Who is checked: user plugins (a reference "package.module:attribute" or a short name an installed package
 registers) always; the built-ins only where CHECK_BUILTINS is set (the tests run every built-in through the
@@ -337,14 +338,22 @@ def check_model(name: str, model: torch.nn.Module, batch: torch.Tensor, num_clas
     if builtin and not CHECK_BUILTINS:
         return
     factory = plugins.resolve("model", MODELS, name)
+    plugin = Plugin("model", name, factory, builtin)
+    odd = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters() if p.dtype != torch.float32})
+    if odd:
+        plugin.fail("", f"made a model with {', '.join(odd)} parameters where the testbed trains float32",
+                    "build it in float32 (torch's default; model.float() converts one)")
     training = model.training
     model.eval()
     try:
         with torch.no_grad():
             out = model(batch)
+    except Exception as err:  # noqa: BLE001 - a layer that does not fit the data: the model's, in one line
+        plugin.fail("", f"made a model that cannot take the data: on a batch of shape {_shape(batch.shape)} "
+                    f"({str(batch.dtype).removeprefix('torch.')}) its forward pass raised {type(err).__name__}: "
+                    f"{' '.join(str(err).split())}", f"make it take samples of shape {_shape(batch.shape[1:])}")
     finally:
         model.train(training)
-    plugin = Plugin("model", name, factory, builtin)
     fix = f"make its last layer give num_classes ({num_classes}) outputs"
     if not isinstance(out, torch.Tensor):
         plugin.fail("", f"made a model whose output is {type(out).__name__}, not a tensor of logits", fix)
@@ -352,3 +361,6 @@ def check_model(name: str, model: torch.nn.Module, batch: torch.Tensor, num_clas
         got = f"{out.shape[1]} logits a sample" if out.ndim >= 2 else f"outputs of shape {_shape(out.shape)}"
         plugin.fail("", f"made a model that gives {got} where the data has {num_classes} classes "
                     f"(output {_shape(out.shape)} for a batch of {len(batch)})", fix)
+    if not torch.isfinite(out).all():
+        plugin.fail("", "made a model whose output on a batch of the data is not finite (NaN or inf)",
+                    "check its layers' initialisation and what its forward pass divides by")

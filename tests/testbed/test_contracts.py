@@ -83,6 +83,20 @@ def wide(sample_shape, num_classes, width):
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes + 2))
 
 
+def mnist_sized(sample_shape, num_classes, width):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, num_classes))
+
+
+def doubles(sample_shape, num_classes, width):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes)).double()
+
+
+def unbounded(sample_shape, num_classes, width):
+    layer = torch.nn.Linear(math.prod(sample_shape), num_classes)
+    torch.nn.init.constant_(layer.weight, float("inf"))
+    return torch.nn.Sequential(torch.nn.Flatten(), layer)
+
+
 @dataclass(frozen=True)
 class PastTheFleet(Selector):
     def select(self, state, ctx, rng):
@@ -177,6 +191,19 @@ BROKEN = {   # setting -> what the one line says (after "error: ")
         "model.name=user_code:wide",
         "model 'user_code:wide' ({file}:{wide}) made a model that gives 5 logits a sample where the data has 3 "
         "classes"),
+    "layers that do not fit the data": (
+        "model.name=user_code:mnist_sized",
+        "model 'user_code:mnist_sized' ({file}:{mnist_sized}) made a model that cannot take the data: on a batch of "
+        "shape (2, 1, 4, 4) (float32) its forward pass raised RuntimeError: mat1 and mat2 shapes cannot be multiplied "
+        "(2x16 and 784x3); make it take samples of shape (1, 4, 4)"),
+    "float64 parameters": (
+        "model.name=user_code:doubles",
+        "model 'user_code:doubles' ({file}:{doubles}) made a model with float64 parameters where the testbed trains "
+        "float32; build it in float32"),
+    "logits that are not finite": (
+        "model.name=user_code:unbounded",
+        "model 'user_code:unbounded' ({file}:{unbounded}) made a model whose output on a batch of the data is not "
+        "finite"),
     "a selector's id past the fleet": (
         "selection.name=user_code:PastTheFleet",
         "round 1: selection 'user_code:PastTheFleet'.select ({file}:{PastTheFleet}) returned device 10000, "
@@ -196,6 +223,7 @@ BROKEN = {   # setting -> what the one line says (after "error: ")
 }
 HOOKS = {"WrongShape": "def aggregate", "MissingTensor": "def aggregate", "OnlyState": "def aggregate",
          "StringMetric": "def aggregate", "HalfUpdate": "def finish", "narrow": "def narrow", "wide": "def wide",
+         "mnist_sized": "def mnist_sized", "doubles": "def doubles", "unbounded": "def unbounded",
          "PastTheFleet": "def select", "Offline": "def select", "Twice": "def select", "TooMany": "def select",
          "Nobody": "def select", "Idle": "def configure"}
 
