@@ -21,6 +21,7 @@ from testbed import plugins
 from testbed.contracts import Contracts, check_model
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
+from testbed.execution.placement import Placement
 from testbed.execution.processes import ProcessExecutor, workers_for
 from testbed.functional import score
 from testbed.local import LocalSGD
@@ -82,7 +83,8 @@ def build(scenario: Scenario) -> Experiment:
         lambda: initial_accuracy(model, dataset, clients)))
     executor = _executor(scenario, model, dataset)
     selector = selector_of(scenario.selection)
-    contracts = Contracts(scenario, strategy, selector, dict(model.named_parameters()), fleet.n)
+    contracts = Contracts(scenario, strategy, selector, dict(model.named_parameters()), fleet.n,
+                          Placement.of(scenario.executor, strategy).server)
     protocol = scenario.protocol
     weight = staleness_of(**protocol.staleness.model_dump()) if protocol.kind == "async" else None
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, selector, contracts, weight,

@@ -3,13 +3,13 @@ one line with the rule it broke, instead of failing later, deep inside the testb
 
 What is checked, where (each hook's contract: docs/extending.md):
 - Strategy.init(params) and aggregate(...): a ServerState whose params have exactly the model's parameter names,
-  each a tensor of the model's shape and dtype; aggregate returns the pair (state, metrics). Checked in the kit
+  each a dense tensor of the model's shape and dtype, on the server's device; aggregate returns the pair (state, metrics). Checked in the kit
   (init, and kit.aggregate, which every protocol aggregates through).
 - metrics (aggregate's; a device's Result.metrics): a dict of str -> real number; "tables" (rows for the run's
   extra csv files, FedAP's pruning.csv) may hold rows instead. Finiteness stays stopping.py's check_finite (a
   diverged model), which runs after the round's row is written.
 - Strategy.configure(state, ctx, rng): a list of Task, each for a device among ctx.selected, no device twice,
-  for this round. An empty list is allowed in a synchronous round (a degenerate round: degenerate.py names the
+  for this round, its sizes usable on the clock (samples positive integers, a ratio in (0, 1]: task_problem). An empty list is allowed in a synchronous round (a degenerate round: degenerate.py names the
   plugins); in an asynchronous dispatch every picked device needs its task (the slot is taken for it).
 - Strategy.start(task, received): (params, optimizer state or None), params a dict of tensors (execution/common.py).
 - Strategy.finish(...): a Result whose update holds, for each part of the task's uplink codec, each model
@@ -78,10 +78,12 @@ def _shape(shape) -> str:
 
 
 def params_problem(params: Any, shapes: Mapping[str, torch.Size], dtypes: Mapping[str, torch.dtype] | None,
-                   parts: tuple[str, ...] = ("",), optional: tuple[str, ...] = ()) -> str | None:
-    """What keeps `params` from being the model's parameters (names, each a tensor of its shape, and of its dtype
-    where `dtypes` are given), once for each of a multi-part payload's `parts` ("m:conv.weight", payload.py;
-    `optional` parts may be there too: a TopK codec's select_by scores); None where nothing does."""
+                   parts: tuple[str, ...] = ("",), optional: tuple[str, ...] = (),
+                   device: torch.device | None = None) -> str | None:
+    """What keeps `params` from being the model's parameters (names, each a dense tensor of its shape, of its dtype
+    where `dtypes` are given and on the kind of `device` where given), once for each of a multi-part payload's
+    `parts` ("m:conv.weight", payload.py; `optional` parts may be there too: a TopK codec's select_by scores);
+    None where nothing does."""
     from testbed.payload import part_key
 
     if not isinstance(params, Mapping):
@@ -102,10 +104,29 @@ def params_problem(params: Any, shapes: Mapping[str, torch.Size], dtypes: Mappin
             continue
         if not isinstance(t, torch.Tensor):
             return f"{key} is {type(t).__name__}, not a tensor"
+        if t.layout != torch.strided:
+            return f"{key} is a {str(t.layout).removeprefix('torch.')} tensor, the model's are dense (strided)"
+        if device is not None and t.device.type != device.type:
+            return f"{key} is on {t.device}, the server's tensors are on {device}"
         if t.shape != shape:
             return f"{key} has shape {_shape(t.shape)}, the model's is {_shape(shape)}"
         if dtypes is not None and t.dtype != dtypes[name]:
             return f"{key} is {t.dtype}, the model's is {dtypes[name]}"
+    return None
+
+
+def task_problem(task: Any) -> str | None:
+    """What keeps a Task's sizes from being usable on the clock: samples and samples processed positive integers,
+    a ratio in (0, 1], forward FLOPs a positive integer where given; None where nothing does."""
+    for field in ("num_samples", "samples_processed"):
+        value = getattr(task, field)
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+            return f"{field} = {value!r}, not a positive integer"
+    if task.ratio is not None and not (isinstance(task.ratio, numbers.Real) and 0 < task.ratio <= 1):
+        return f"ratio = {task.ratio!r}, not in (0, 1]"
+    flops = task.forward_flops
+    if flops is not None and (not isinstance(flops, numbers.Integral) or isinstance(flops, bool) or flops < 1):
+        return f"forward_flops = {flops!r}, not a positive integer"
     return None
 
 
@@ -135,10 +156,11 @@ def _not_plain(value: Any) -> str | None:
 
 
 class Contracts:
-    """The checks of one run's strategy and selector, against its model's parameters (`params`: name -> tensor,
-    as the server holds them) and its fleet of `n` devices."""
+    """The checks of one run's strategy and selector, against its model's parameters (`params`: name -> tensor),
+    the server's `device` and its fleet of `n` devices."""
 
-    def __init__(self, scenario, strategy, selector, params: Mapping[str, torch.Tensor], n: int):
+    def __init__(self, scenario, strategy, selector, params: Mapping[str, torch.Tensor], n: int,
+                 device: torch.device | None = None):
         from testbed.schema.algorithms import BUILTIN
         from testbed.selection import SELECTORS
 
@@ -146,6 +168,7 @@ class Contracts:
         self.selector = Plugin("selection", scenario.selection.name, selector, scenario.selection.name in SELECTORS)
         self.shapes = {name: p.shape for name, p in params.items()}
         self.dtypes = {name: p.dtype for name, p in params.items()}
+        self.device = device   # where the server's tensors live (execution/placement.py); None: not checked
         self.n = n
         self.asynchronous = scenario.protocol.kind == "async"
         self.no_task: list[str] = []   # which plugin handed out no task in a round (degenerate.py words it)
@@ -160,7 +183,7 @@ class Contracts:
         fix = "return a ServerState whose params are the model's, name for name (docs/extending.md)"
         if not isinstance(state, ServerState):
             self.strategy.fail(hook, f"returned {type(state).__name__} where a ServerState was due", fix, r)
-        problem = params_problem(state.params, self.shapes, self.dtypes)
+        problem = params_problem(state.params, self.shapes, self.dtypes, device=self.device)
         if problem:
             self.strategy.fail(hook, f"returned a state whose params do not fit the model: {problem}", fix, r)
         return state
@@ -202,6 +225,10 @@ class Contracts:
             if any(t.round != r for t in tasks):
                 self.strategy.fail("configure", f"returned a task of round {next(t.round for t in tasks if t.round != r)}",
                                    "set each task's round to ctx.round (task_for does)", r)
+            odd = next(((t, problem) for t in tasks if (problem := task_problem(t)) is not None), None)
+            if odd is not None:
+                self.strategy.fail("configure", f"returned device {odd[0].device}'s task with {odd[1]}",
+                                   "build tasks with task_for(d, ctx, ...), which fills them from the device's data", r)
             if self.asynchronous and len(tasks) != len(picked):
                 self.strategy.fail("configure", f"returned {len(tasks)} tasks for {len(picked)} picked devices in "
                                    "an asynchronous dispatch", "give one task to each device of ctx.selected", r)

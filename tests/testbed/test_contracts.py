@@ -75,6 +75,32 @@ class Raises(FedAvg):
         raise RuntimeError("the server fell over")
 
 
+@dataclass(frozen=True)
+class NoSamples(FedAvg):
+    def configure(self, state, ctx, rng):
+        return [replace(task, samples_processed=0) for task in super().configure(state, ctx, rng)]
+
+
+@dataclass(frozen=True)
+class NegativeSamples(FedAvg):
+    def configure(self, state, ctx, rng):
+        return [replace(task, num_samples=-5) for task in super().configure(state, ctx, rng)]
+
+
+@dataclass(frozen=True)
+class OnMeta(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return replace(new, params={n: p.to("meta") for n, p in new.params.items()}), metrics
+
+
+@dataclass(frozen=True)
+class Sparse(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return replace(new, params={n: p.to_sparse() for n, p in new.params.items()}), metrics
+
+
 def narrow(sample_shape, num_classes, width):
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes - 1))
 
@@ -191,6 +217,20 @@ BROKEN = {   # setting -> what the one line says (after "error: ")
         "model.name=user_code:wide",
         "model 'user_code:wide' ({file}:{wide}) made a model that gives 5 logits a sample where the data has 3 "
         "classes"),
+    "a task of no samples": (
+        "algorithm.name=user_code:NoSamples",
+        "round 1: algorithm 'user_code:NoSamples'.configure ({file}:{NoSamples}) returned device "),
+    "a task of negative samples": (
+        "algorithm.name=user_code:NegativeSamples",
+        "'s task with num_samples = -5, not a positive integer; build tasks with task_for(d, ctx, ...)"),
+    "a model on another device": (
+        "algorithm.name=user_code:OnMeta",
+        "round 1: algorithm 'user_code:OnMeta'.aggregate ({file}:{OnMeta}) returned a state whose params do not "
+        "fit the model: 1.weight is on meta, the server's tensors are on cpu"),
+    "a sparse model": (
+        "algorithm.name=user_code:Sparse",
+        "round 1: algorithm 'user_code:Sparse'.aggregate ({file}:{Sparse}) returned a state whose params do not fit "
+        "the model: 1.weight is a sparse_coo tensor, the model's are dense (strided)"),
     "layers that do not fit the data": (
         "model.name=user_code:mnist_sized",
         "model 'user_code:mnist_sized' ({file}:{mnist_sized}) made a model that cannot take the data: on a batch of "
@@ -223,7 +263,8 @@ BROKEN = {   # setting -> what the one line says (after "error: ")
 }
 HOOKS = {"WrongShape": "def aggregate", "MissingTensor": "def aggregate", "OnlyState": "def aggregate",
          "StringMetric": "def aggregate", "HalfUpdate": "def finish", "narrow": "def narrow", "wide": "def wide",
-         "mnist_sized": "def mnist_sized", "doubles": "def doubles", "unbounded": "def unbounded",
+         "mnist_sized": "def mnist_sized", "NoSamples": "def configure",
+         "NegativeSamples": "def configure", "OnMeta": "def aggregate", "Sparse": "def aggregate", "doubles": "def doubles", "unbounded": "def unbounded",
          "PastTheFleet": "def select", "Offline": "def select", "Twice": "def select", "TooMany": "def select",
          "Nobody": "def select", "Idle": "def configure"}
 
