@@ -3,14 +3,15 @@ one line with the rule it broke, instead of failing later, deep inside the testb
 
 What is checked, where (each hook's contract: docs/extending.md):
 - Strategy.init(params) and aggregate(...): a ServerState whose params have exactly the model's parameter names,
-  each a dense tensor of the model's shape and dtype, on the server's device; aggregate returns the pair (state, metrics). Checked in the kit
-  (init, and kit.aggregate, which every protocol aggregates through).
+  each a dense tensor of the model's shape and dtype, on the server's device; aggregate returns the pair (state,
+  metrics). Checked in the kit (init, and kit.aggregate, which every protocol aggregates through).
 - metrics (aggregate's; a device's Result.metrics): a dict of str -> real number; "tables" (rows for the run's
   extra csv files, FedAP's pruning.csv) may hold rows instead. Finiteness stays stopping.py's check_finite (a
   diverged model), which runs after the round's row is written.
 - Strategy.configure(state, ctx, rng): a list of Task, each for a device among ctx.selected, no device twice,
-  for this round, its sizes usable on the clock (samples positive integers, a ratio in (0, 1]: task_problem). An empty list is allowed in a synchronous round (a degenerate round: degenerate.py names the
-  plugins); in an asynchronous dispatch every picked device needs its task (the slot is taken for it).
+  for this round, its sizes usable on the clock (samples positive integers, a ratio in (0, 1]: task_problem). An
+  empty list is allowed in a synchronous round (a degenerate round: degenerate.py names the plugins); in an
+  asynchronous dispatch every picked device needs its task (the slot is taken for it).
 - Strategy.start(task, received): (params, optimizer state or None), params a dict of tensors (execution/common.py).
 - Strategy.finish(...): a Result whose update holds, for each part of the task's uplink codec, each model
   parameter at its shape (what the codec encodes; checked in the kit before encoding).
