@@ -5,9 +5,10 @@ What is checked, where (each hook's contract: docs/extending.md):
 - Strategy.init(params) and aggregate(...): a ServerState whose params have exactly the model's parameter names,
   each a dense tensor of the model's shape and dtype, on the server's device; aggregate returns the pair (state,
   metrics). Checked in the kit (init, and kit.aggregate, which every protocol aggregates through).
-- metrics (aggregate's; a device's Result.metrics): a dict of str -> real number; "tables" (rows for the run's
-  extra csv files, FedAP's pruning.csv) may hold rows instead. Finiteness stays stopping.py's check_finite (a
-  diverged model), which runs after the round's row is written.
+- metrics (aggregate's; a device's Result.metrics): a dict of str -> real number. Aggregate's are also finite
+  (train_loss aside: its NaN is a diverged model, stopping.py's check_finite, after the round's row is written),
+  not named like rounds.csv's own columns, server_flops not negative, and "tables" {csv file name: rows} writes
+  files of its own only (FedAP's pruning.csv), never the run's (testbed/columns.py's OWN_FILES).
 - Strategy.configure(state, ctx, rng): a list of Task, each for a device among ctx.selected, no device twice,
   for this round, its sizes usable on the clock (samples positive integers, a ratio in (0, 1]: task_problem). An
   empty list is allowed in a synchronous round (a degenerate round: degenerate.py names the plugins); in an
@@ -35,13 +36,16 @@ and without them.
 """
 from __future__ import annotations
 
+import math
 import numbers
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import torch
 
 from testbed import plugins
+from testbed.columns import OWN_FILES, reserved_metrics
 from testbed.errors import PluginError
 
 CHECK_BUILTINS = False   # check the built-ins too (tests): their failure is a testbed bug, an AssertionError
@@ -131,14 +135,42 @@ def task_problem(task: Any) -> str | None:
     return None
 
 
-def metrics_problem(metrics: Any) -> str | None:
-    """What keeps `metrics` from being a dict of str -> real number ("tables": rows of the run's own csv files)."""
+def metrics_problem(metrics: Any, server: bool = False) -> str | None:
+    """What keeps `metrics` from being a dict of str -> real number; `server`: aggregate's, whose "tables" are rows
+    of csv files of their own (tables_problem), whose names are not rounds.csv's own columns, whose values are
+    finite (train_loss aside: a NaN there is a diverged model, stopping.py's check_finite) and whose server_flops
+    is not negative."""
     if not isinstance(metrics, dict):
         return f"metrics of type {type(metrics).__name__}, not a dict"
+    reserved = reserved_metrics() if server else set()
     for key, value in metrics.items():
-        if key == "tables" or isinstance(value, numbers.Real):
+        if key == "tables" and server:
+            problem = tables_problem(value)
+            if problem:
+                return problem
             continue
-        return f"metric {key!r} = {' '.join(repr(value).split())[:60]} ({type(value).__name__}), not a number"
+        if key in reserved:
+            return f"a metric named {key!r}, which is rounds.csv's own column; name it otherwise"
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            return f"metric {key!r} = {' '.join(repr(value).split())[:60]} ({type(value).__name__}), not a number"
+        if server and key != "train_loss" and not math.isfinite(value):
+            return f"metric {key!r} = {value}, not a finite number"
+        if key == "server_flops" and value < 0:
+            return f"metric 'server_flops' = {value}, a negative count of FLOPs"
+    return None
+
+
+def tables_problem(tables: Any) -> str | None:
+    """What keeps metrics["tables"] from being {file name: rows}: each a .csv file name of its own in the run folder
+    (none of the run's own files, no folder), its rows a list of dicts."""
+    if not isinstance(tables, dict):
+        return f"metrics['tables'] of type {type(tables).__name__}, not a dict of file name -> rows"
+    for name, rows in tables.items():
+        if not isinstance(name, str) or not name.endswith(".csv") or Path(name).name != name or name in OWN_FILES:
+            why = "a run's own file" if name in OWN_FILES else "not a .csv file name in the run folder"
+            return f"metrics['tables'] naming {name!r}, {why}"
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            return f"metrics['tables'][{name!r}] of type {type(rows).__name__}, not a list of rows (dicts)"
     return None
 
 
@@ -198,7 +230,7 @@ class Contracts:
             self.strategy.fail("aggregate", f"returned {what} where (state, metrics) was due",
                                "return the pair (ServerState, dict of metrics)", r)
         state, metrics = result
-        problem = metrics_problem(metrics)
+        problem = metrics_problem(metrics, server=True)
         if problem:
             self.strategy.fail("aggregate", f"returned {problem}",
                                "return metrics as a dict of name -> number (e.g. {'train_loss': 0.3})", r)

@@ -101,6 +101,41 @@ class Sparse(FedAvg):
         return replace(new, params={n: p.to_sparse() for n, p in new.params.items()}), metrics
 
 
+@dataclass(frozen=True)
+class OwnsRounds(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return new, metrics | {"tables": {"rounds.csv": [{"round": round}]}}
+
+
+@dataclass(frozen=True)
+class TablesList(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return new, metrics | {"tables": [{"round": round}]}
+
+
+@dataclass(frozen=True)
+class NanFlops(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return new, metrics | {"server_flops": float("nan")}
+
+
+@dataclass(frozen=True)
+class NanMetric(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return new, metrics | {"spread": float("nan")}
+
+
+@dataclass(frozen=True)
+class ClaimsAccuracy(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return new, metrics | {"accuracy": 0.99}
+
+
 def narrow(sample_shape, num_classes, width):
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes - 1))
 
@@ -231,6 +266,22 @@ BROKEN = {   # setting -> what the one line says (after "error: ")
         "algorithm.name=user_code:Sparse",
         "round 1: algorithm 'user_code:Sparse'.aggregate ({file}:{Sparse}) returned a state whose params do not fit "
         "the model: 1.weight is a sparse_coo tensor, the model's are dense (strided)"),
+    "a table named like the run's own": (
+        "algorithm.name=user_code:OwnsRounds",
+        "round 1: algorithm 'user_code:OwnsRounds'.aggregate ({file}:{OwnsRounds}) returned metrics['tables'] naming "
+        "'rounds.csv', a run's own file"),
+    "tables given as a list": (
+        "algorithm.name=user_code:TablesList",
+        "returned metrics['tables'] of type list, not a dict of file name -> rows"),
+    "a NaN count of server FLOPs": (
+        "algorithm.name=user_code:NanFlops",
+        "returned metric 'server_flops' = nan, not a finite number"),
+    "a NaN metric": (
+        "algorithm.name=user_code:NanMetric",
+        "returned metric 'spread' = nan, not a finite number"),
+    "a metric named like rounds.csv's column": (
+        "algorithm.name=user_code:ClaimsAccuracy",
+        "returned a metric named 'accuracy', which is rounds.csv's own column; name it otherwise"),
     "layers that do not fit the data": (
         "model.name=user_code:mnist_sized",
         "model 'user_code:mnist_sized' ({file}:{mnist_sized}) made a model that cannot take the data: on a batch of "
@@ -264,7 +315,9 @@ BROKEN = {   # setting -> what the one line says (after "error: ")
 HOOKS = {"WrongShape": "def aggregate", "MissingTensor": "def aggregate", "OnlyState": "def aggregate",
          "StringMetric": "def aggregate", "HalfUpdate": "def finish", "narrow": "def narrow", "wide": "def wide",
          "mnist_sized": "def mnist_sized", "NoSamples": "def configure",
-         "NegativeSamples": "def configure", "OnMeta": "def aggregate", "Sparse": "def aggregate", "doubles": "def doubles", "unbounded": "def unbounded",
+         "NegativeSamples": "def configure", "OwnsRounds": "def aggregate",
+         "TablesList": "def aggregate", "NanFlops": "def aggregate", "NanMetric": "def aggregate",
+         "ClaimsAccuracy": "def aggregate", "OnMeta": "def aggregate", "Sparse": "def aggregate", "doubles": "def doubles", "unbounded": "def unbounded",
          "PastTheFleet": "def select", "Offline": "def select", "Twice": "def select", "TooMany": "def select",
          "Nobody": "def select", "Idle": "def configure"}
 
@@ -366,3 +419,11 @@ def test_hierarchical_rounds_without_tasks_are_degenerate_rounds_too(user_code, 
     named = f"algorithm 'user_code:Idle'.configure ({user_code / 'user_code.py'}:{hook_line('Idle')})"
     assert summary["degenerate_rounds"] == {"rounds_without_tasks": 3} and summary["no_task_from"] == [named]
     assert "3 where no task was handed out" in capsys.readouterr().err
+
+
+def test_a_plugin_table_never_replaces_the_runs_own(user_code, capsys):
+    """Issue 45: metrics['tables'] = {'rounds.csv': rows} had overwritten rounds.csv before the run crashed."""
+    cli(user_code, "algorithm.name=user_code:OwnsRounds")
+    rounds = (user_code / "runs" / "contracts" / "0" / "rounds.csv").read_text().splitlines()
+    assert rounds[0].startswith("round,t_start_s,") and len(rounds) == 1   # the header: round 1 was refused
+    assert "a run's own file" in one_line(capsys)
