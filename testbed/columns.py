@@ -31,6 +31,9 @@ NETWORK_COLUMNS = {"rounds.csv": ["network_wait_s", "network_wait_max_s", "conte
                    "events.csv": ["waited_s"]}
 LINKS_TABLE = ["round", "link", "direction", "capacity_Bps", "t_start_s", "t_end_s", "Bps"]
 BATTERY_TABLE = ["round", "t_s", "group", "profile", "level_mean", "level_min", "level_max", "below_min"]
+# metrics.csv: what a strategy's aggregate returns besides the metrics rounds.csv records (train_loss, server_flops)
+# and its tables, one row a metric and round (aggregation): FedDUMAP's server_alpha, a plugin's own numbers.
+METRICS_TABLE = ["round", "metric", "value"]
 
 
 def tables(scenario) -> dict[str, list[str]]:
@@ -42,15 +45,22 @@ def tables(scenario) -> dict[str, list[str]]:
                                       (NETWORK_COLUMNS, scenario.network is not None)) if on]
     out = {name: columns + [c for extra in extras for c in extra.get(name, [])] for name, columns in
            (("rounds.csv", ROUND_COLUMNS), ("events.csv", EVENT_COLUMNS))}
-    return (out | ({"battery.csv": BATTERY_TABLE} if scenario.batteries_on else {})
+    return (out | {"metrics.csv": METRICS_TABLE} | ({"battery.csv": BATTERY_TABLE} if scenario.batteries_on else {})
             | ({"links.csv": LINKS_TABLE} if scenario.network is not None else {}))
 
 
 # The files of a run folder: a strategy's metrics["tables"] writes files of other names only.
-OWN_FILES = ("rounds.csv", "events.csv", "battery.csv", "links.csv", "devices.csv", "summary.json",
+OWN_FILES = ("rounds.csv", "events.csv", "metrics.csv", "battery.csv", "links.csv", "devices.csv", "summary.json",
              "scenario.resolved.yaml", "checkpoint.pt", "error.log")
-# The metrics a strategy's aggregate returns that rounds.csv records; the rest of its columns are the run's own.
+# The metrics a strategy's aggregate returns that rounds.csv records (the rest of its columns are the run's own);
+# any other goes to metrics.csv.
 STRATEGY_METRICS = ("train_loss", "server_flops")
+
+
+def extra_metric_rows(r: int, metrics: dict) -> list[dict]:
+    """metrics.csv's rows of round (aggregation) r: each metric rounds.csv does not record, in the order given."""
+    return [{"round": r, "metric": name, "value": value} for name, value in metrics.items()
+            if name not in STRATEGY_METRICS and name != "tables"]
 
 
 def reserved_metrics() -> set[str]:

@@ -197,8 +197,9 @@ class RunWriter:
                                f"{record['round']}); its tables are lost, so run it again")
         for name, rows in record.pop("tables", {}).items():  # a strategy's tables, e.g. FedAP's pruning.csv
             pd.DataFrame(rows).to_csv(self.path / name, index=False)
-        rows = {"rounds.csv": [record], "events.csv": events, "battery.csv": record.pop("battery", []),
+        rows = {"metrics.csv": record.pop("metrics", []), "battery.csv": record.pop("battery", []),
                 "links.csv": record.pop("links", [])}
+        rows |= {"rounds.csv": [record], "events.csv": events}
         for name, (handle, columns) in self._tables.items():
             self._digests[name].update(self._write(handle, rows[name], columns))
 

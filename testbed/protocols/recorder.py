@@ -23,6 +23,7 @@ import numpy as np
 
 from testbed.algorithms.base import ServerState, Task
 from testbed.checkpoint import Checkpoint
+from testbed.columns import extra_metric_rows
 from testbed.clock import Phase, Timeline
 from testbed.network.contention import Waits, phase_wait
 from testbed.network.linklog import LinkLog
@@ -60,7 +61,8 @@ class Recorder:
                "arrived": arrived, "dropped": outcomes.count("dropped"), "late": outcomes.count("late"),
                "surplus": outcomes.count("surplus"), **self._spent(phases), "server_flops": 0,
                "train_loss": metrics.get("train_loss", math.nan), "accuracy": math.nan, "loss": math.nan,
-               "local_accuracy": math.nan, "local_accuracy_p10": math.nan}
+               "local_accuracy": math.nan, "local_accuracy_p10": math.nan,
+               "metrics": extra_metric_rows(r, metrics)}   # metrics.csv's rows
         row |= excluded
         if self.topology is not None:
             # a round's transfers end with it; an aggregation's go on, and their rest goes into the next one

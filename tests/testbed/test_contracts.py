@@ -136,6 +136,13 @@ class ClaimsAccuracy(FedAvg):
         return new, metrics | {"accuracy": 0.99}
 
 
+@dataclass(frozen=True)
+class Spread(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        new, metrics = super().aggregate(state, round, arrivals, failures)
+        return new, metrics | {"spread": round / 4, "kept": len(arrivals)}
+
+
 def narrow(sample_shape, num_classes, width):
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes - 1))
 
@@ -427,3 +434,16 @@ def test_a_plugin_table_never_replaces_the_runs_own(user_code, capsys):
     rounds = (user_code / "runs" / "contracts" / "0" / "rounds.csv").read_text().splitlines()
     assert rounds[0].startswith("round,t_start_s,") and len(rounds) == 1   # the header: round 1 was refused
     assert "a run's own file" in one_line(capsys)
+
+
+def test_a_strategys_own_metrics_are_recorded_in_metrics_csv(user_code):
+    """Issue 45: metrics besides train_loss and server_flops were recorded nowhere; metrics.csv holds them, a row a
+    metric and round, in the order the strategy gave them."""
+    import pandas as pd
+
+    cli(user_code, "algorithm.name=user_code:Spread", code=0)
+    run = user_code / "runs" / "contracts" / "0"
+    table = pd.read_csv(run / "metrics.csv")
+    arrived = pd.read_csv(run / "rounds.csv")["arrived"].tolist()
+    assert table.to_dict("records") == [row for r in (1, 2, 3) for row in (
+        {"round": r, "metric": "spread", "value": r / 4}, {"round": r, "metric": "kept", "value": arrived[r - 1]})]
