@@ -195,6 +195,7 @@ class RunWriter:
             self.lost = True
             raise TestbedError(f"{self.path}: the run folder was removed while the run was writing it (round "
                                f"{record['round']}); its tables are lost, so run it again")
+        self._untouched()
         for name, rows in record.pop("tables", {}).items():  # a strategy's tables, e.g. FedAP's pruning.csv
             pd.DataFrame(rows).to_csv(self.path / name, index=False)
         rows = {"metrics.csv": record.pop("metrics", []), "battery.csv": record.pop("battery", []),
@@ -212,7 +213,29 @@ class RunWriter:
         checkpoint.scenario = self.resolved
         ckpt.save(self.path, checkpoint)
 
+    def _untouched(self) -> None:
+        """Refuse, in one line, a table another writer changed under the run (a plugin appending to rounds.csv): cut
+        back first to the rows the run wrote, so that the table stays whole rows."""
+        for name, (handle, _) in self._tables.items():
+            if handle.closed:
+                continue
+            size, written = os.fstat(handle.fileno()).st_size, handle.tell()
+            if size != written:
+                if size > written:
+                    handle.truncate(written)
+                raise TestbedError(f"{self.path / name}: another writer changed it during the run ({size} bytes on "
+                                   f"disk where the run had written {written}; cut back to the run's rows); a plugin "
+                                   "writes files of its own (metrics['tables'], docs/extending.md)")
+
     def close(self, status: str = "completed") -> dict:
+        """Close the tables and write summary.json with `status`; a completed run whose tables another writer
+        changed is closed as failed, and the refusal raised once summary.json says so."""
+        refused = None
+        if status == "completed" and not self.lost:
+            try:
+                self._untouched()
+            except TestbedError as err:
+                refused, status = err, f"failed: {err}"
         for handle, _ in self._tables.values():
             handle.close()
         summary = {"scenario": self.scenario.name, "seed": self.scenario.seed,
@@ -231,4 +254,6 @@ class RunWriter:
                     summary["energy_J_total"] = math.fsum(float(row["energy_J"]) for row in csv.DictReader(f)
                                                           if row["energy_J"])
         ckpt.write_atomically(self.path / "summary.json", json.dumps(summary, indent=2).encode())
+        if refused is not None:
+            raise refused
         return summary

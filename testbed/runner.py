@@ -68,9 +68,9 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
             engine = Engine(exp, progress.on_round, writer.checkpoint, start, resources,
                             asker(watch.on_round, columns))
             writer.facts |= ending_facts(engine.run(), scenario, exp.fleet.availability)
+            summary = writer.close()
         except BaseException as err:
             raise _closed(err, writer, trackers)
-    summary = writer.close()
     _finish(watch, writer.path, summary, trackers)
     warning = degenerate_warning(summary, scenario)
     if warning:

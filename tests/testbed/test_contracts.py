@@ -143,6 +143,16 @@ class Spread(FedAvg):
         return new, metrics | {"spread": round / 4, "kept": len(arrivals)}
 
 
+@dataclass(frozen=True)
+class AppendsToRounds(FedAvg):
+    def aggregate(self, state, round, arrivals, failures):
+        import pathlib
+        if round == 2:   # after round 1's rows were written
+            with open(pathlib.Path(__file__).parent / "runs" / "contracts" / "0" / "rounds.csv", "a") as table:
+                table.write("a torn line of my own")
+        return super().aggregate(state, round, arrivals, failures)
+
+
 def narrow(sample_shape, num_classes, width):
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(sample_shape), num_classes - 1))
 
@@ -447,3 +457,15 @@ def test_a_strategys_own_metrics_are_recorded_in_metrics_csv(user_code):
     arrived = pd.read_csv(run / "rounds.csv")["arrived"].tolist()
     assert table.to_dict("records") == [row for r in (1, 2, 3) for row in (
         {"round": r, "metric": "spread", "value": r / 4}, {"round": r, "metric": "kept", "value": arrived[r - 1]})]
+
+
+def test_a_plugin_that_writes_into_rounds_csv_fails_the_run_and_leaves_whole_rows(user_code, capsys):
+    """Issue 45: a plugin appending to rounds.csv mid-round left a torn line and a run marked completed."""
+    import pandas as pd
+
+    cli(user_code, "algorithm.name=user_code:AppendsToRounds")
+    run = user_code / "runs" / "contracts" / "0"
+    err = one_line(capsys)
+    assert "rounds.csv: another writer changed it during the run" in err and "metrics['tables']" in err
+    assert "torn" not in (run / "rounds.csv").read_text() and len(pd.read_csv(run / "rounds.csv")) == 1
+    assert json.loads((run / "summary.json").read_text())["status"].startswith("failed: ")
