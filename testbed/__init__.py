@@ -4,7 +4,7 @@ The Python API (testbed/api.py): `testbed.run`, `load_run`, `sweep`, `report`, `
 `Run` and `Report`; `testbed.calibrate` and `testbed.step_time` (the latency clock, testbed/latency/). `import testbed` stays light (no torch, no pandas): the API is imported on first use of one
 of its names (PEP 562), so that the command line's one-line errors stay fast.
 """
-from testbed.version import __version__
+from testbed.version import __version__  # noqa: F401 - the package's version, as testbed.__version__
 
 __all__ = ["Report", "Run", "RunsFailed", "TestbedError", "calibrate", "compare", "load_run", "report", "run",
            "step_time", "sweep", "validate"]
