@@ -9,8 +9,9 @@ One cloud round r is one row of rounds.csv:
 2. From the instant its model arrived, each edge plays edge_rounds (HierFAVG's kappa_2) rounds one after another,
    independently of the other edges: a synchronous round (sync.py's play_round: round.deadline_s, over-commit)
    among its cell's usable devices (waiting, as sync does, for one to be usable), picked by the scenario's
-   selector, whose transfers go to and from the edge: through their cell's shared links, not the backhaul's. The kept devices train from the edge's
-   model (HierFAVG's kappa_1 local updates: client.local_epochs or local_steps) and the edge adds their
+   selector, whose transfers go to and from the edge: through their cell's shared links, not the backhaul's. The
+   used devices (the first K arrivals) train from the edge's model (HierFAVG's kappa_1 local updates:
+   client.local_epochs or local_steps) and the edge adds their
    samples-weighted mean update to its model: HierFAVG's edge rule, the samples-weighted mean of their models.
    An edge none of whose devices will ever be usable again stops its rounds there.
 3. The edge uploads its update (its model minus the cloud's, codec.up) over the backhaul's uplink, sharing the
@@ -191,7 +192,7 @@ def play_edge(kit: HierarchicalKit, state: ServerState, sent: Params, cell: int,
         if played is None:
             break
         rounds.append(played)
-        if played.arrivals:   # HierFAVG's edge rule: the samples-weighted mean of the kept devices' models
+        if played.arrivals:   # HierFAVG's edge rule: the samples-weighted mean of the used devices' models
             mean = weighted_mean([a.update for a in played.arrivals], [a.num_samples for a in played.arrivals])
             params = {n: params[n] + mean[n] for n in params}
     trained = [a for er in rounds for a in er.arrivals]
