@@ -63,7 +63,7 @@ def extra_metric_rows(r: int, metrics: dict) -> list[dict]:
             if name not in STRATEGY_METRICS and name != "tables"]
 
 
-def reserved_metrics() -> set[str]:
-    """rounds.csv's columns under any protocol and resource that a strategy's metric may not be named."""
-    extras = (ASYNC_COLUMNS, HIERARCHICAL_COLUMNS, ENERGY_COLUMNS, MEMORY_COLUMNS, BATTERY_COLUMNS, NETWORK_COLUMNS)
-    return set(ROUND_COLUMNS).union(*(extra.get("rounds.csv", []) for extra in extras)) - set(STRATEGY_METRICS)
+# rounds.csv's columns under any protocol and resource, which a strategy's metric may not be named
+RESERVED_METRICS = frozenset(ROUND_COLUMNS).union(
+    *(extra.get("rounds.csv", []) for extra in (ASYNC_COLUMNS, HIERARCHICAL_COLUMNS, ENERGY_COLUMNS, MEMORY_COLUMNS,
+                                                  BATTERY_COLUMNS, NETWORK_COLUMNS))) - set(STRATEGY_METRICS)

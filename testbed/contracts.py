@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from testbed import plugins
-from testbed.columns import OWN_FILES, reserved_metrics
+from testbed.columns import OWN_FILES, RESERVED_METRICS
 from testbed.errors import PluginError
 
 CHECK_BUILTINS = False   # check the built-ins too (tests): their failure is a testbed bug, an AssertionError
@@ -124,15 +124,17 @@ def task_problem(task: Any) -> str | None:
     """What keeps a Task's sizes from being usable on the clock: samples and samples processed positive integers,
     a ratio in (0, 1], forward FLOPs a positive integer where given; None where nothing does."""
     for field in ("num_samples", "samples_processed"):
-        value = getattr(task, field)
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-            return f"{field} = {value!r}, not a positive integer"
+        if not _positive_integer(getattr(task, field)):
+            return f"{field} = {getattr(task, field)!r}, not a positive integer"
     if task.ratio is not None and not (isinstance(task.ratio, numbers.Real) and 0 < task.ratio <= 1):
         return f"ratio = {task.ratio!r}, not in (0, 1]"
-    flops = task.forward_flops
-    if flops is not None and (not isinstance(flops, numbers.Integral) or isinstance(flops, bool) or flops < 1):
-        return f"forward_flops = {flops!r}, not a positive integer"
+    if task.forward_flops is not None and not _positive_integer(task.forward_flops):
+        return f"forward_flops = {task.forward_flops!r}, not a positive integer"
     return None
+
+
+def _positive_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
 
 
 def metrics_problem(metrics: Any, server: bool = False) -> str | None:
@@ -142,7 +144,7 @@ def metrics_problem(metrics: Any, server: bool = False) -> str | None:
     is not negative."""
     if not isinstance(metrics, dict):
         return f"metrics of type {type(metrics).__name__}, not a dict"
-    reserved = reserved_metrics() if server else set()
+    reserved = RESERVED_METRICS if server else frozenset()
     for key, value in metrics.items():
         if key == "tables" and server:
             problem = tables_problem(value)

@@ -409,7 +409,7 @@ class Sign:
 Codec = Union[Dense, UnitMasked, TopK, IntegerDelta, Sign]
 
 
-def _part_of(key: str) -> str:
+def part_of(key: str) -> str:
     """The part a payload key belongs to: "m" for "m:<name>", "" for a plain parameter name."""
     return key.partition(":")[0] if ":" in key else ""
 
@@ -541,7 +541,7 @@ def _transmit_float32(codec: Dense, tensors: Tensors, shapes: Shapes) -> dict[st
             out[key] = (t.clone(memory_format=torch.contiguous_format) if t.dtype is torch.float32
                         else t.to(torch.float32, memory_format=torch.contiguous_format))
     if len(out) != len(codec.parts) * len(shapes):   # keys of other parts are not sent, as encode() leaves them
-        sent = sum(t.numel() for k, t in tensors.items() if _part_of(k) in codec.parts) * 4
+        sent = sum(t.numel() for k, t in tensors.items() if part_of(k) in codec.parts) * 4
         raise AssertionError(f"codec {codec.name}: encoded {sent} bytes, predicted {codec.nbytes(shapes)}"
                              + ("" if sent != codec.nbytes(shapes) else " (the tensors' shapes differ)"))
     return out

@@ -29,16 +29,12 @@ from testbed.algorithms.base import (Arrival, Failure, Params, Result, RoundCont
 from testbed.algorithms.fedavg import mean_metric
 from testbed.algorithms.moments import MomentAveraging, split_parts
 from testbed.local import LocalAdam
-from testbed.payload import Dense, Sign, model_shapes, transmit
+from testbed.payload import Dense, Sign, model_shapes, part_of, transmit
 
 
 def _q(key: str) -> str:
     """The broadcast key of C(z) for a state key: "q:<name>" for the model's, "qm:<name>" for "m:<name>"."""
     return "q" + key if ":" in key else "q:" + key
-
-
-def _part(key: str) -> str:
-    return key.split(":")[0] if ":" in key else ""
 
 
 def _with_feedback(codec: Sign, change: Params, error: Params) -> tuple[Params, Params, Params]:
@@ -101,7 +97,7 @@ class ErrorFeedbackAdam(MomentAveraging):
             kept["moments"] = opt_state
         if task.round <= self.warmup_rounds:
             return Result(change, stats, kept)
-        change = {k: t for k, t in change.items() if _part(k) in self.up.parts}  # V's is zero: frozen
+        change = {k: t for k, t in change.items() if part_of(k) in self.up.parts}  # V's is zero: frozen
         y, _, kept["error"] = _with_feedback(self.up, change, task.local.get("error", {}))
         return Result(y, stats, kept)
 
