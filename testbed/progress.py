@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from testbed.hooks import table_row
+
 
 class Progress:
     """The round callback of one run: `write` (the run folder's) first, then the bar and the trackers (None where
@@ -25,8 +27,6 @@ class Progress:
         self.bar.close()
 
     def on_round(self, record: dict, events: list[dict]) -> None:
-        from testbed.hooks import table_row
-
         self.write(record, events)
         self.uplink += record["bytes_up"]
         self.bar.update(1)
