@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from testbed.clock import Phase, Timeline
-from testbed.network import fluid
+from testbed.network import fluid, meeting
 from testbed.network.topology import Topology
 
 Profile = fluid.Profile
@@ -75,21 +75,35 @@ class Usage:
 
 
 def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
-            server: bool = True, carried: tuple[Carried, ...] = ()) -> tuple[list[SharedTimeline], Usage]:
+            server: bool = True, carried: tuple[Carried, ...] = (),
+            keep: bool = True) -> tuple[list[SharedTimeline], Usage]:
     """These devices' tasks dispatched at t (their private timelines, in the same order), through their cells'
     links and, with `server`, their backhauls' and the server's (without: to and from their cell's edge server,
-    hierarchical aggregation's); with the `carried`
-    tasks in flight at t solved again from t. Returns the timelines of the carried tasks, then of the new ones,
-    and the links' usage from t."""
-    tasks = [_State.of_carried(c, t) for c in carried]
-    tasks += [_State.of_new(int(d), tl, t, float(until)) for d, tl, until in zip(np.asarray(devices).tolist(),
-                                                                                   timelines, offline_at)]
+    hierarchical aggregation's); with the `carried` tasks in flight at t: those whose earlier solve still stands
+    keep it unless the new transfers meet theirs on a link at capacity (meeting.py), the others are solved again
+    from t. Returns the timelines of the carried tasks (a kept one: its very timeline), then of the new ones, and
+    the links' usage from t on the links the solve crossed. Without `keep`, every carried task is solved again
+    (what the tests compare the kept solves with)."""
+    tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried) if not (keep and _stands(c))}
+    tasks |= {len(carried) + i: _State.of_new(int(d), tl, t, float(until))
+              for i, (d, tl, until) in enumerate(zip(np.asarray(devices).tolist(), timelines, offline_at))}
+    kept = {i: c for i, c in enumerate(carried) if i not in tasks}
     usage = Usage([])
-    _transfers(topology, "down", tasks, server, usage)
-    for task in tasks:
+    _transfers(topology, "down", t, tasks, kept, lambda c: _State.of_carried(c, t), server, usage)
+    for task in tasks.values():
         task.compute_done()
-    _transfers(topology, "up", tasks, server, usage)
-    return [task.timeline() for task in tasks], usage
+    _transfers(topology, "up", t, tasks, kept, lambda c: _State.of_carried(c, t, keep_download=True), server, usage)
+    return [tasks[i].timeline() if i in tasks else carried[i].timeline
+            for i in range(len(carried) + len(timelines))], usage
+
+
+def _stands(c: Carried) -> bool:
+    """A carried task's earlier solve stands, as far as its own device goes: it arrived there, before its
+    device goes offline (by the additions plan_task makes), so only other transfers could change it."""
+    end = c.timeline.starts[0]
+    for seconds in c.timeline.seconds:
+        end += seconds
+    return end <= c.offline_at
 
 
 class _State:
@@ -97,6 +111,7 @@ class _State:
 
     def __init__(self, device: int, tl: Timeline, t0: float, offline_at: float):
         self.device, self.tl, self.t0, self.offline_at = device, tl, t0, offline_at
+        self.carried = False   # in flight before t: its earlier solve is tl's
         # the transfers' seconds on the device's own links: the very expressions of its private timeline
         self.private = (tl.latency_s + tl.bytes_down / tl.down_Bps, tl.latency_s + tl.bytes_up / tl.up_Bps)
         self.seconds = [math.nan, tl.seconds[1], math.nan]
@@ -111,13 +126,17 @@ class _State:
         return task
 
     @classmethod
-    def of_carried(cls, c: Carried, t: float) -> "_State":
+    def of_carried(cls, c: Carried, t: float, keep_download: bool = False) -> "_State":
+        """A task in flight solved again from t; with `keep_download`, only its upload (its download's solve
+        stands)."""
         tl = c.timeline
         task = cls(c.device, tl, tl.starts[0], c.offline_at)
-        if not tl.starts[1] <= t:   # still downloading, or waiting its latency: the rest from t, then the upload
+        task.carried = True
+        if not (tl.starts[1] <= t or keep_download):   # still downloading or waiting its latency: the rest from t
             task._carry("down", tl.down_profile, tl.starts[0] + tl.latency_s, tl.bytes_down, t)
             return task
         task.seconds[0], task.t_compute, task.t_upload = tl.seconds[0], tl.starts[1], tl.starts[2]
+        task.profile["down"] = tl.down_profile
         if tl.starts[2] + tl.latency_s < c.offline_at:   # its upload flows, or will: solved again from t
             task._carry("up", tl.up_profile, tl.starts[2] + tl.latency_s, tl.bytes_up, t)
         else:
@@ -169,22 +188,88 @@ class _State:
                               self.profile["down"], self.profile["up"])
 
 
-def _transfers(topology: Topology, direction: str, tasks: list[_State], server: bool, usage: Usage) -> None:
-    """Solve the tasks' flows of one direction together; each task takes its flow's result."""
-    flowing = [task for task in tasks if task.flow[direction] is not None]
-    if not flowing:
-        return
-    devices = np.array([task.device for task in flowing], dtype=np.int64)
+def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_State"], kept: dict[int, Carried],
+               take, server: bool, usage: Usage) -> None:
+    """Solve the tasks' flows of one direction together; each task takes its flow's result. Where kept carried
+    tasks move bytes of this direction after t, the new flows are first solved each alone (meeting.alone), then
+    together; the kept tasks whose flows meet theirs at capacity (meeting.py) are taken in, made a task by `take`
+    and moved from `kept` to `tasks`, until none meets them; the others keep their solve."""
+    standing = _Standing(topology, direction, t, kept, server)
+    apart = bool(standing.carried)   # first each alone: most new flows share no binding link with another
+    while True:
+        order = sorted(i for i, task in tasks.items() if task.flow[direction] is not None)
+        if not order:
+            return
+        apart = apart and bool(standing.carried)   # with none left kept, the one solve of all
+        flows, links = _solve(topology, direction, [tasks[i] for i in order], server, apart)
+        if not standing.carried:
+            break
+        was = [tasks[i] for i in order if tasks[i].carried]
+        both = meeting.OnLinks((meeting.of_solved(flows), links),
+                               (standing.of(was, t), _links(topology, [task.device for task in was], direction, server)),
+                               (standing.segments, standing.links), topology.capacity[direction])
+        if apart and both.apart_fails():
+            apart = False
+            continue
+        met = both.meeting()
+        if not met.any():
+            break
+        for i in standing.take(met):
+            tasks[i] = take(kept.pop(i))
+    for i, flow in zip(order, _Solved.each(flows)):
+        tasks[i].flow[direction] = None
+        tasks[i].solved(direction, flow)
+    if standing.carried:
+        usage.rows += both.usage_rows(direction)
+    else:
+        usage.add(direction, flows)
+
+
+class _Standing:
+    """The kept carried tasks that move bytes of one direction after t, as their earlier solve has them: their
+    rate segments from t on and their links (meeting.py's kept set)."""
+
+    def __init__(self, topology: Topology, direction: str, t: float, kept: dict[int, Carried], server: bool):
+        self.t, self.up = t, direction == "up"
+        self.carried = {i: c for i, c in kept.items() if (p := self._profile(c)) and p[0][-1] > t}
+        self.segments = meeting.of_profiles([self._profile(c) for c in self.carried.values()], t)
+        self.links = _links(topology, [c.device for c in self.carried.values()], direction, server)
+
+    def _profile(self, c: Carried) -> Profile:
+        return self.was(c.timeline)
+
+    def was(self, timeline: SharedTimeline) -> Profile:
+        return timeline.up_profile if self.up else timeline.down_profile
+
+    def of(self, tasks: list["_State"], t: float) -> meeting.Segments:
+        """The carried tasks' flows of this direction as their earlier solve had them, from t on."""
+        return meeting.of_profiles([self.was(task.tl) for task in tasks], t)
+
+    def take(self, mask: np.ndarray) -> list[int]:
+        """Those of `mask` leave the kept set; returns their indices."""
+        taken = np.fromiter(self.carried, np.int64, len(self.carried))[mask].tolist()
+        gone = set(taken)
+        self.carried = {i: c for i, c in self.carried.items() if i not in gone}
+        self.segments = meeting.of_profiles([self._profile(c) for c in self.carried.values()], self.t)
+        self.links = self.links[~mask]
+        return taken
+
+
+def _links(topology: Topology, devices: list[int], direction: str, server: bool) -> np.ndarray:
+    return topology.links(np.array(devices, dtype=np.int64), direction, server)
+
+
+def _solve(topology: Topology, direction: str, flowing: list["_State"], server: bool, apart: bool = False):
+    """fluid.solve of these tasks' flows of `direction` (`apart`: each flow alone, meeting.alone): the Flows, and
+    each flow's links."""
+    links = _links(topology, [task.device for task in flowing], direction, server)
     start = np.array([task.flow[direction][0] for task in flowing])
     left = np.array([task.flow[direction][1] for task in flowing])
     cap = np.array([task.tl.down_Bps if direction == "down" else task.tl.up_Bps for task in flowing])
     stop = np.array([task.offline_at for task in flowing])
-    flows = fluid.solve(start, left, cap, topology.links(devices, direction, server), topology.capacity[direction],
-                        stop_s=stop)
-    for task, flow in zip(flowing, _Solved.each(flows)):
-        task.flow[direction] = None
-        task.solved(direction, flow)
-    usage.add(direction, flows)
+    if apart:
+        return meeting.alone(start, left, cap, links, topology.capacity[direction], stop), links
+    return fluid.solve(start, left, cap, links, topology.capacity[direction], stop_s=stop), links
 
 
 @dataclass(frozen=True)

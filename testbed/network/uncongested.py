@@ -25,17 +25,22 @@ def first_congestion(begin, end, cap, links, capacity) -> float:
     if not len(rows):
         return np.inf
     on = links[rows, cols]
-    time = np.concatenate([begin[rows], end[rows]])
-    link = np.concatenate([on, on])
-    delta = np.concatenate([cap[rows], -cap[rows]])
+    time, link, demand = link_steps(np.concatenate([begin[rows], end[rows]]), np.concatenate([on, on]),
+                                    np.concatenate([cap[rows], -cap[rows]])[:, None], len(capacity))
+    return float(time[congested(demand[:, 0], capacity[link])].min(initial=np.inf))
+
+
+def link_steps(time, link, delta, n_links) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step functions, one a link, from changes: `delta` (k, c) added on `link` (k,) at `time` (k,). Per link and
+    instant where some change falls, the c running sums after all changes there, as (instants, links, (e, c) sums),
+    by link, then instant."""
     order = np.lexsort((time, link))
     time, link, delta = time[order], link[order], delta[order]
-    total = np.cumsum(delta)
-    count = np.bincount(link, minlength=len(capacity))
-    before = np.concatenate([[0.0], total])[(np.cumsum(count) - count)[link]]   # summed before the link's first
-    demand = total - before
+    total = np.cumsum(delta, axis=0)
+    count = np.bincount(link, minlength=n_links)
+    before = np.concatenate([np.zeros((1, delta.shape[1])), total])[(np.cumsum(count) - count)[link]]
     last = np.append((link[1:] != link[:-1]) | (time[1:] != time[:-1]), True)  # after all changes at an instant
-    return float(time[last & congested(demand, capacity[link])].min(initial=np.inf))
+    return time[last], link[last], (total - before)[last]
 
 
 def loads_between(after, until, begin, end, cap, links, n_links) -> tuple[np.ndarray, np.ndarray]:

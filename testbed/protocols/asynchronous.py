@@ -254,7 +254,8 @@ class AsyncServer:
             # built, not replace()d: a hundred a dispatch; a task planned again gets a new end, and its old end's
             # callback finds it replaced
             replanned = [InFlight(f.task, planned[d].timeline, planned[d].plan, f.version, f.number, f.battery_cut)
-                         for d, f in async_state.in_flight.items() if d in (carried or ())]
+                         for d, f in async_state.in_flight.items()
+                         if d in (carried or ()) and planned[d].timeline is not f.timeline]
             flights = []
             for i, task in enumerate(tasks, start=async_state.started + 1):
                 p = planned[task.device]

@@ -67,7 +67,8 @@ class Planner:
         old = {d: (p.timeline, p.plan.end_s) for d, p in carried.items()}
         shared, until = self.contended(np.fromiter(tasks, np.int64, len(tasks)), list(timelines.values()), t0,
                                        old, server)
-        again = {d: Planned(carried[d].task, tl, plan_task(d, tl.starts[0], tl.seconds, u), False)
+        again = {d: carried[d] if tl is carried[d].timeline   # its solve stood: its plan too (contention.py)
+                 else Planned(carried[d].task, tl, plan_task(d, tl.starts[0], tl.seconds, u), False)
                  for d, tl, u in zip(carried, shared, until.tolist())}
         return again | {d: self._planned(tasks[d], tl, t0, u)
                         for d, tl, u in zip(tasks, shared[len(carried):], until[len(carried):].tolist())}

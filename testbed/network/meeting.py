@@ -1,0 +1,147 @@
+"""When flows solved apart are the solve of them all, and which kept flows a re-solve must take in.
+
+Two sets of flows, each solved alone (fluid.solve), are together the solve of both wherever no link carries flows
+of both sets at an instant when their summed rates reach its capacity (within `MARGIN`): each flow is then at its
+cap or crosses a link that its own set alone fills, where no flow has a larger rate, which is max-min fairness of
+the whole; the allocation is unique at every instant, so the two trajectories are the joint one. Rates are
+constant between a set's breakpoints, so the instants where some flow's rate changes on a link are all there is
+to check.
+
+An asynchronous dispatch (contention.py) solves its new flows, with the carried flows whose earlier solve no
+longer stands, and keeps the other carried flows' earlier solve. Where the two sets meet at capacity on a link,
+every kept flow on that link is taken in and the taken set solved again, until they meet nowhere: the answer is
+the one solve of all the flows, to rounding, at the cost of the flows that share a binding link with the new ones.
+
+A set of flows is given here as segments: (start, end, rate, flow) arrays, a flow's rate constant over
+[start, end), and each flow's links as a row of link indices padded with -1 (topology.links).
+"""
+from __future__ import annotations
+
+from itertools import chain
+from typing import NamedTuple
+
+import numpy as np
+
+from testbed.network.uncongested import link_steps
+
+# looser than uncongested.MARGIN: loads summed over many links' cumulative sums round in their last digits, and
+# a meeting found where there is none costs only a larger solve
+MARGIN = 1e-9
+
+
+class Segments(NamedTuple):
+    start: np.ndarray
+    end: np.ndarray
+    rate: np.ndarray
+    flow: np.ndarray   # the segment's flow: a row of the set's links
+
+
+def of_solved(flows) -> Segments:
+    """A fluid.Flows' rate segments: each breakpoint's rate until the next breakpoint, the last until the end."""
+    n = len(flows.start_s)
+    owner = np.repeat(np.arange(n), np.diff(flows.breaks))
+    end = np.append(flows.break_s[1:], 0.0)
+    last = flows.breaks[1:][np.diff(flows.breaks) > 0] - 1
+    end[last] = flows.end_s[owner[last]]
+    return Segments(flows.break_s, end, flows.break_Bps, owner)
+
+
+def of_profiles(profiles: list[tuple[tuple[float, ...], tuple[float, ...]]], t: float) -> Segments:
+    """Profiles' (instants, bytes moved by each) rate segments from instant t on: the slope between two
+    breakpoints, clipped to start no earlier than t; segments of no length or wholly before t are left out."""
+    instants, amounts = [p[0] for p in profiles], [p[1] for p in profiles]
+    lengths = np.fromiter(map(len, instants), np.int64, len(profiles))
+    times = np.fromiter(chain.from_iterable(instants), float, int(lengths.sum()))
+    moved = np.fromiter(chain.from_iterable(amounts), float, len(times))
+    owner = np.repeat(np.arange(len(profiles)), lengths)
+    pair = owner[1:] == owner[:-1]               # point j and j + 1 are one flow's
+    start, end = times[:-1][pair], times[1:][pair]
+    keep = end > np.maximum(start, t)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = (moved[1:][pair] - moved[:-1][pair]) / (end - start)
+    return Segments(np.maximum(start, t)[keep], end[keep], rate[keep], owner[:-1][pair][keep])
+
+
+class Apart(NamedTuple):
+    """Flows each solved as if alone on its links, in the fields of fluid.Flows that a solve's reader takes."""
+    start_s: np.ndarray
+    end_s: np.ndarray
+    moved: np.ndarray
+    done: np.ndarray
+    waited_s: np.ndarray
+    breaks: np.ndarray
+    break_s: np.ndarray
+    break_moved: np.ndarray
+    break_Bps: np.ndarray
+
+
+def alone(start, size, cap, links, capacity, stop) -> Apart:
+    """Each flow as fluid.solve gives a flow with no other on its links: from its start at the smaller of its cap
+    and its links' capacities, ending at start + bytes / rate, or cut at its stop (fluid.py's arithmetic: the
+    same instants and bytes, bit for bit); one that moves nothing (no bytes, stopped by its start) ends there."""
+    limit = np.where(links >= 0, capacity[np.maximum(links, 0)], np.inf).min(axis=1, initial=np.inf)
+    rate = np.minimum(cap, limit)
+    idle = (size == 0) | (stop <= start)
+    with np.errstate(divide="ignore"):
+        finish = start + size / rate
+    done = np.where(idle, size == 0, finish <= stop)
+    end = np.where(idle, start, np.where(done, finish, stop))
+    moved = np.where(idle, 0.0, np.where(done, size, size - np.maximum(size - rate * (stop - start), 0.0)))
+    waited = np.where(~idle & (rate < cap), (end - start) - moved / cap, 0.0)
+    movers = np.flatnonzero(~idle)
+    breaks = np.concatenate([[0], np.cumsum(~idle)])
+    return Apart(start, end, moved, done, waited, breaks, start[movers], np.zeros(len(movers)), rate[movers])
+
+
+class OnLinks:
+    """Three sets of flows on the links: the `solved` ones, what the carried ones among them were before this
+    solve (`was`), and the `kept` ones. Per link, at every instant some segment on it begins or ends, each set's
+    summed rate and flow count after all changes there (link_steps: by link, then instant)."""
+
+    def __init__(self, solved: tuple[Segments, np.ndarray], was: tuple[Segments, np.ndarray],
+                 kept: tuple[Segments, np.ndarray], capacity: np.ndarray):
+        self.solved_links, self.kept_links = solved[1], kept[1]
+        times, links, deltas = [], [], []
+        for column, (segments, flow_links) in enumerate((solved, was, kept)):
+            rows, cols = np.nonzero(flow_links[segments.flow] >= 0)
+            on = flow_links[segments.flow][rows, cols]
+            change = np.zeros((2 * len(rows), 6))   # per set: summed rate, flow count
+            change[:, 2 * column] = np.concatenate([segments.rate[rows], -segments.rate[rows]])
+            change[:, 2 * column + 1] = np.repeat([1.0, -1.0], len(rows))
+            times.append(np.concatenate([segments.start[rows], segments.end[rows]]))
+            links.append(np.concatenate([on, on]))
+            deltas.append(change)
+        self.instants, self.links, values = link_steps(np.concatenate(times), np.concatenate(links),
+                                                       np.concatenate(deltas), len(capacity))
+        self.solved_load, self.solved_count = values[:, 0], values[:, 1]
+        was_load, was_count = values[:, 2], values[:, 3]
+        self.kept_load, self.kept_count = values[:, 4], values[:, 5]
+        full = capacity[self.links] * (1 - MARGIN)
+        with_kept = self.kept_count > 0.5
+        self.met = with_kept & (((self.solved_count > 0.5) & (self.solved_load + self.kept_load > full))
+                                | ((was_count > 0.5) & (was_load + self.kept_load > full)))
+        self.crowded = (self.solved_count > 1.5) & (self.solved_load > full)
+
+    def apart_fails(self) -> bool:
+        """Flows solved each alone (`alone`) are not their solve together: two of them are on a link at once
+        whose capacity their summed rates reach."""
+        return bool(self.crowded.any())
+
+    def meeting(self) -> np.ndarray:
+        """The kept flows to take in, a mask over the kept set's links: every kept flow on a link where, at some
+        instant, kept flows and solved ones, or kept flows and what the solved carried ones were, are on it at once
+        and reach its capacity (the kept flows' solve was made with those as they were)."""
+        met = np.unique(self.links[self.met])
+        return np.isin(self.kept_links, met).any(axis=1) if len(met) else np.zeros(len(self.kept_links), dtype=bool)
+
+    def usage_rows(self, direction: str) -> list[tuple[str, int, float, float, float]]:
+        """links.csv's rows (direction, link, t_start, t_end, Bps) of the links the solved flows cross: the solved
+        and kept flows' summed rate from each instant it changes on the link to the next, where some flow is on it."""
+        on = np.isin(self.links, self.solved_links[self.solved_links >= 0])
+        instants, links = self.instants[on], self.links[on]
+        ends = np.append(np.where(links[1:] == links[:-1], instants[1:], np.inf), np.inf)
+        busy = (self.solved_count + self.kept_count)[on] > 0.5
+        load = (self.solved_load + self.kept_load)[on]
+        order = np.lexsort((links[busy], instants[busy]))    # by instant, then link, as Usage.add gives a solve's
+        return list(zip([direction] * int(busy.sum()), links[busy][order].tolist(), instants[busy][order].tolist(),
+                        ends[busy][order].tolist(), load[busy][order].tolist()))
