@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.data.partition import draw_clients
+from testbed.data.partition import check_enough, draw_clients
 from testbed.schema.partitioners import PartitionError, check, parameters, partitioner_class
 
 INDEX = "testbed_index"   # the column that carries each sample's index through the partitioner
@@ -50,27 +50,17 @@ def partition(labels: np.ndarray, n_clients: int, rng: np.random.Generator, name
                                             "remove it: the testbed sets it to the number of devices")
     if "seed" in takes and "seed" not in options:
         options["seed"] = int(rng.integers(2**32))
+    check_enough(len(labels), n_clients, min_samples)   # no partitioner can: said before it tries
     try:
         partitioner = cls(**options)
     except Exception as err:  # noqa: BLE001 - its own refusal of these options, in its words
         raise PartitionError("options", f"{name} refused them: {_one_line(err)}") from None
     partitioner.dataset = _table(labels, options.get("partition_by"), clients)
-    with warnings.catch_warnings(record=True) as said:   # a warning a redraw (Dirichlet): one line, below
-        warnings.simplefilter("always")
-        try:
-            count = partitioner.num_partitions
-            if count < n_clients:
-                raise PartitionError("options", f"{name} made {count} partitions for {n_clients} devices; use at "
-                                                f"most {count} devices")
-            parts = [np.asarray(partitioner.load_partition(i)[INDEX], dtype=np.int64) for i in range(count)]
-        except PartitionError:
-            raise
-        except Exception as err:  # noqa: BLE001 - the partitioner's refusal of this data (too few samples...)
-            redrawn = f" (after {len(said)} warnings)" if said else ""
-            raise PartitionError("options", f"{name} refused this data{redrawn}: {_one_line(err)}") from None
+    parts, said = _load(partitioner, name, options, n_clients, min_samples)
     if said:
         print(f"warning: data.partition: {name} warned {len(said)} time{'s' * (len(said) > 1)} while partitioning, "
               f"first: {' '.join(str(said[0].message).split())[:200]}", file=sys.stderr)
+    count = len(parts)
     if count > n_clients:
         sizes = np.array([len(p) for p in parts])
         chosen = draw_clients(np.arange(count), sizes, n_clients, rng, min_samples, f"{name} made only {{}} "
@@ -82,6 +72,51 @@ def partition(labels: np.ndarray, n_clients: int, rng: np.random.Generator, name
                                         f"data.min_samples_per_client ({min_samples}); change its options (e.g. "
                                         "min_partition_size) or use fewer devices")
     return [np.sort(p) for p in parts]
+
+
+def _load(partitioner, name: str, options: dict[str, Any], n_clients: int,
+          min_samples: int) -> tuple[list[np.ndarray], list]:
+    """Every partition's indices, and the warnings given while partitioning (DirichletPartitioner's redraws),
+    which the caller says in one line."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        try:
+            count = partitioner.num_partitions
+            if count < n_clients:
+                raise PartitionError("options", f"{name} made {count} partitions for {n_clients} devices; use at "
+                                                f"most {count} devices")
+            parts = [np.asarray(partitioner.load_partition(i)[INDEX], dtype=np.int64) for i in range(count)]
+        except PartitionError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the partitioner's refusal of this data (too few samples...)
+            gave_up = "attempts" in str(err) and _gave_up(partitioner, name, options, n_clients, min_samples,
+                                                          len(said))
+            if gave_up:
+                raise PartitionError("options", gave_up) from None
+            redrawn = f" (after {len(said)} warnings)" if said else ""
+            raise PartitionError("options", f"{name} refused this data{redrawn}: {_one_line(err)}") from None
+    return parts, said
+
+
+def _gave_up(partitioner, name: str, options: dict[str, Any], n_clients: int, min_samples: int,
+             draws: int) -> str | None:
+    """What to change in the scenario where a partitioner that redraws until every partition has
+    min_partition_size samples (DirichletPartitioner) gave up; None for a partitioner without that option.
+    Flower's own words ('max number of attempts') name neither the option nor the devices."""
+    takes = parameters(type(partitioner))
+    if "min_partition_size" not in takes:
+        return None
+    least = options.get("min_partition_size", takes["min_partition_size"].default)
+    samples = len(partitioner.dataset)
+    if least * n_clients > samples:
+        return (f"{name} cannot give each of {n_clients} devices min_partition_size={least} of {samples} training "
+                f"samples, whatever alpha; lower min_partition_size or use at most {samples // least} devices")
+    alpha = f" with alpha {options['alpha']}" if "alpha" in options else ""
+    tries = f" in {draws} draws" if draws else ""
+    lower = (f"lower min_partition_size (as low as data.min_samples_per_client, {min_samples})"
+             if min_samples < least else "lower min_partition_size and data.min_samples_per_client")
+    return (f"{name}{alpha} over {n_clients} devices ({samples} training samples) could not give every device "
+            f"at least min_partition_size={least} samples{tries}; raise alpha, {lower}, or use fewer devices")
 
 
 def _table(labels: np.ndarray, partition_by: Any, clients: np.ndarray | None):

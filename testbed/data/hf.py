@@ -2,9 +2,10 @@
 datasets.load_dataset: `data: {name: hf, options: {dataset: uoft-cs/cifar10}}`. Needs the hf extra.
 
 Semantics:
-- `dataset`: a local path where one exists (a .parquet/.csv/.json file: its rows are the training split; a
-  folder: what load_dataset infers, parquet files named train-*/test-* or an imagefolder train/<label>/x.png),
-  else a Hub name read at `revision` (the schema resolves it: schema/hub.py). Offline (HF_HUB_OFFLINE=1) a Hub
+- `dataset`: a local path where one exists (`~` the home folder; a .parquet/.csv/.json file: its rows are the
+  training split; a folder: what load_dataset infers, parquet files named train-*/test-* or an imagefolder
+  train/<label>/x.png), else a Hub name read at `revision` (the schema resolves it: schema/hub.py); text that
+  can only be a path (schema/hub.py's looks_like_path) and names nothing is refused as a missing path. Offline (HF_HUB_OFFLINE=1) a Hub
   dataset is read from the Hugging Face cache.
 - Splits: the training set is `train_split`, the test set `test_split`. A dataset without that test split is
   refused with its splits listed, unless `test_fraction` is given: then that share of the training split
@@ -60,7 +61,8 @@ def load_hf(dataset: str | None = None, revision: str | None = None, features: s
     train_x, test_x = columns.inputs(train, test, feature_columns, dataset)
     train_y, test_y, num_classes = columns.labels(train, test, label_column, dataset)
     train_ids, test_ids = columns.clients(train, test, clients, dataset) if clients else (None, None)
-    name = Path(dataset).name if Path(dataset).exists() else dataset
+    local = Path(dataset).expanduser()
+    name = local.name if local.exists() else dataset
     return Dataset(name, train_x, train_y, test_x, test_y, num_classes, train_ids, test_ids)
 
 
@@ -72,7 +74,7 @@ def _read(dataset: str, revision: str | None):
         raise ValueError(f"{dataset}: Hub datasets need the hf extra: {INSTALL}") from None
     from datasets import utils as progress
 
-    path = Path(dataset)
+    path = Path(dataset).expanduser()
     if path.is_file() and path.suffix.lower() not in FILE_BUILDERS:
         raise ValueError(f"{path}: a {path.suffix or 'suffixless'} file; give a {', '.join(FILE_BUILDERS)} file or "
                          "a folder load_dataset reads (parquet files, an imagefolder)")

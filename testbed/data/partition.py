@@ -17,7 +17,7 @@ MAX_DIRICHLET_DRAWS = 1000
 
 
 def iid(labels: np.ndarray, n_clients: int, rng: np.random.Generator, min_samples: int = 1) -> list[np.ndarray]:
-    _check_enough(len(labels), n_clients, min_samples)
+    check_enough(len(labels), n_clients, min_samples)
     return [np.sort(part) for part in np.array_split(rng.permutation(len(labels)), n_clients)]
 
 
@@ -25,7 +25,7 @@ def dirichlet(labels: np.ndarray, n_clients: int, rng: np.random.Generator, alph
               min_samples: int = 1) -> list[np.ndarray]:
     """Per class, shares ~ Dirichlet(alpha) over clients (Hsu et al. 2019); redrawn until every client has
     `min_samples`, as the usual implementations do."""
-    _check_enough(len(labels), n_clients, min_samples)
+    check_enough(len(labels), n_clients, min_samples)
     for _ in range(MAX_DIRICHLET_DRAWS):
         parts: list[list[int]] = [[] for _ in range(n_clients)]
         for cls in np.unique(labels):
@@ -35,8 +35,10 @@ def dirichlet(labels: np.ndarray, n_clients: int, rng: np.random.Generator, alph
                 parts[client].extend(chunk.tolist())
         if min(len(p) for p in parts) >= min_samples:
             return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
-    raise ValueError(f"Dirichlet(alpha={alpha}) left a client with fewer than {min_samples} samples in "
-                     f"{MAX_DIRICHLET_DRAWS} draws; raise alpha, lower min_samples_per_client or use fewer devices")
+    raise ValueError(f"a Dirichlet split with alpha {alpha} over {n_clients} devices ({len(labels)} training "
+                     f"samples) could not give every device at least data.min_samples_per_client={min_samples} "
+                     f"samples in {MAX_DIRICHLET_DRAWS} draws; raise data.partition.alpha, lower "
+                     "data.min_samples_per_client, or use fewer devices")
 
 
 def shards(labels: np.ndarray, n_clients: int, rng: np.random.Generator, classes_per_client: int,
@@ -44,17 +46,23 @@ def shards(labels: np.ndarray, n_clients: int, rng: np.random.Generator, classes
     """Pathological non-IID split (McMahan et al.; DisPFL and FedLPS): sort by label, cut into
     n_clients * classes_per_client shards, deal each client `classes_per_client` random shards."""
     n_shards = n_clients * classes_per_client
-    _check_enough(len(labels), n_shards, min_samples)
+    check_enough(len(labels), n_shards, min_samples, f"{n_shards} shards ({n_clients} devices x "
+                 f"data.partition.classes_per_client={classes_per_client})",
+                 "use fewer devices, lower data.partition.classes_per_client,")
     by_label = np.argsort(labels, kind="stable")
     pieces = np.array_split(by_label, n_shards)
     order = rng.permutation(n_shards)
     return [np.sort(np.concatenate([pieces[s] for s in order[c::n_clients]])) for c in range(n_clients)]
 
 
-def _check_enough(n_samples: int, n_parts: int, min_samples: int) -> None:
+def check_enough(n_samples: int, n_parts: int, min_samples: int, parts: str = "", fix: str = "") -> None:
+    """Refuses, before any draw, a split no draw can make: fewer samples than the parts need together. `parts`
+    says what the parts are where they are not devices (shards), `fix` what to change then."""
     if n_samples < n_parts * min_samples:
-        raise ValueError(f"{n_samples} training samples cannot give {n_parts} parts {min_samples} samples each; "
-                         "use fewer devices")
+        raise ValueError(f"{n_samples} training samples cannot give {parts or f'{n_parts} devices'} "
+                         f"data.min_samples_per_client={min_samples} samples each; "
+                         f"{fix or f'use at most {n_samples // min_samples} devices'} or lower "
+                         "data.min_samples_per_client")
 
 
 def natural(labels: np.ndarray, n_clients: int, rng: np.random.Generator, clients: np.ndarray,

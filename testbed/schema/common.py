@@ -65,9 +65,14 @@ def pluggable(kind: str, registry, check: Callable[[Any, str], None]) -> type[st
     return Annotated[str, AfterValidator(valid)]
 
 
+def scenario_folder(info: ValidationInfo) -> Path:
+    """The folder relative paths of the YAML start from: the scenario file's (the current one for a mapping)."""
+    return Path((info.context or {}).get("base_dir", "."))
+
+
 def relative_to_scenario(path: Path, info: ValidationInfo) -> Path:
     """A path from the YAML: absolute as given, relative to the scenario file's folder otherwise."""
-    return path if path.is_absolute() else Path((info.context or {}).get("base_dir", ".")) / path
+    return path if path.is_absolute() else scenario_folder(info) / path
 
 
 

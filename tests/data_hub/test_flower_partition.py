@@ -159,6 +159,8 @@ def test_the_partitioners_warnings_are_one_line(capsys):
     said = capsys.readouterr().err.splitlines()
     assert len(said) == 1 and said[0].startswith("warning: data.partition: DirichletPartitioner warned 3 times "
                                                  "while partitioning, first: The specified min_partition_size (12)")
-    with pytest.raises(ValueError, match=r"refused this data \(after 11 warnings\): ValueError: The max number"):
+    with pytest.raises(ValueError, match=r"^DirichletPartitioner with alpha 1.0 over 10 devices \(200 training "
+                                         r"samples\) could not give every device at least min_partition_size=12 "
+                                         r"samples in 11 draws; raise alpha"):
         partition(labels, 10, np.random.default_rng(0), "DirichletPartitioner", options | {"seed": 2})
     assert capsys.readouterr().err == ""

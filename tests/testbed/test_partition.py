@@ -33,7 +33,7 @@ def test_dirichlet_is_seeded_and_respects_min_samples():
 
 
 def test_too_many_clients_is_an_error():
-    with pytest.raises(ValueError, match="fewer devices"):
+    with pytest.raises(ValueError, match="use at most 400 devices"):
         iid(LABELS, 401, np.random.default_rng(0))
 
 
