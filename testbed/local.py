@@ -40,6 +40,10 @@ class LocalSchedule:
     local_epochs: int = 1
     batch_size: int = 10
     local_steps: int | None = None
+    clip_norm: float | None = None   # each step's gradients clipped to this global L2 norm (rules.clip_by_norm)
+
+    def clipped(self, grads: Params, clients: bool = False) -> Params:
+        return grads if self.clip_norm is None else rules.clip_by_norm(grads, self.clip_norm, clients)
 
     def batch_sizes(self, num_samples: int) -> list[int]:
         epoch = [min(self.batch_size, num_samples - start) for start in range(0, num_samples, self.batch_size)]
@@ -258,7 +262,7 @@ def train_one(objective: Objective, params: Params, x: torch.Tensor, y: torch.Te
     params = {n: p.detach().requires_grad_() for n, p in params.items()}
     for batch in on_device(minibatches(len(y), cfg, rng), y.device):
         loss, aux = objective(params, anchor, x[batch], y[batch], extras)
-        grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
+        grads = cfg.clipped(dict(zip(params, torch.autograd.grad(loss, list(params.values())))))
         with torch.no_grad():
             new, state = cfg.step(params, grads, state)
             new = _frozen(params, new, aux)
@@ -307,6 +311,7 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
         x = data_x[gather].unflatten(0, (len(clients), -1))
         y = data_y[gather].unflatten(0, (len(clients), -1))
         grads, (losses, aux) = step(take(stacked), take(anchor), x, y, take(extra))
+        grads = cfg.clipped(grads, clients=True)
         old = take(stacked)
         new, new_state = cfg.step(old, grads, take(state))
         new = _frozen(old, new, aux)

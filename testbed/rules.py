@@ -131,3 +131,14 @@ def lion(param: Tensor, grad: Tensor, m: Tensor, lr: float, beta1: float, beta2:
     if weight_decay:
         update = update + weight_decay * param
     return param - lr * update, beta2 * m + (1 - beta2) * grad
+
+
+def clip_by_norm(grads: dict[str, Tensor], max_norm: float, clients: bool = False) -> dict[str, Tensor]:
+    """Gradients scaled so that their global L2 norm (over every tensor) is at most max_norm, as
+    torch.nn.utils.clip_grad_norm_ does: scaled by min(1, max_norm / (norm + 1e-6)). With `clients`, each tensor
+    has a leading client dimension and each client's gradients are clipped by their own norm."""
+    dims = (lambda g: tuple(range(1, g.dim()))) if clients else (lambda g: tuple(range(g.dim())))
+    norm = torch.sqrt(sum(g.square().sum(dim=dims(g)) for g in grads.values()))
+    scale = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+    return {n: g * (per_client(scale, g) if clients else scale) for n, g in grads.items()}
+

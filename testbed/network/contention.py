@@ -205,8 +205,8 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         if not standing.carried:
             break
         was = [tasks[i] for i in order if tasks[i].carried]
-        both = meeting.OnLinks((meeting.of_solved(flows), links),
-                               (standing.of(was, t), _links(topology, [task.device for task in was], direction, server)),
+        was_links = _links(topology, [task.device for task in was], direction, server) if was else links[:0]
+        both = meeting.OnLinks((meeting.of_solved(flows), links), (standing.of(was, t), was_links),
                                (standing.segments, standing.links), topology.capacity[direction])
         if apart and both.apart_fails():
             apart = False
@@ -231,7 +231,8 @@ class _Standing:
 
     def __init__(self, topology: Topology, direction: str, t: float, kept: dict[int, Carried], server: bool):
         self.t, self.up = t, direction == "up"
-        self.carried = {i: c for i, c in kept.items() if (p := self._profile(c)) and p[0][-1] > t}
+        self.carried = {i: c for i, c in kept.items()
+                        if (p := c.timeline.up_profile if self.up else c.timeline.down_profile) and p[0][-1] > t}
         self.segments = meeting.of_profiles([self._profile(c) for c in self.carried.values()], t)
         self.links = _links(topology, [c.device for c in self.carried.values()], direction, server)
 

@@ -103,8 +103,11 @@ class OnLinks:
         self.solved_links, self.kept_links = solved[1], kept[1]
         times, links, deltas = [], [], []
         for column, (segments, flow_links) in enumerate((solved, was, kept)):
-            rows, cols = np.nonzero(flow_links[segments.flow] >= 0)
-            on = flow_links[segments.flow][rows, cols]
+            if not len(segments.flow):
+                continue
+            of_segment = flow_links[segments.flow]
+            rows, cols = np.nonzero(of_segment >= 0)
+            on = of_segment[rows, cols]
             change = np.zeros((2 * len(rows), 6))   # per set: summed rate, flow count
             change[:, 2 * column] = np.concatenate([segments.rate[rows], -segments.rate[rows]])
             change[:, 2 * column + 1] = np.repeat([1.0, -1.0], len(rows))

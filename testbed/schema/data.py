@@ -162,6 +162,7 @@ class Client(Strict):
     local_steps: PositiveInt | None = None   # exactly this many minibatches instead of local_epochs passes
     momentum: Fraction = 0.0
     weight_decay: NonNegativeFloat = 0.0
+    clip_norm: PositiveFloat | None = None   # each step's gradients clipped to this global L2 norm (off: None)
 
 
 class Codec(Strict):
