@@ -38,7 +38,7 @@ def _run(args) -> None:
     summary = result.summary
     said = [f"\nrun folder: {user_path(result.path)} ({_protocol(result.scenario)})",
             f"non-IID degree: {summary['non_iid_degree']:.3f} bits (mean JS divergence of each device's labels to "
-            "all labels; per device in devices.csv)"]
+            "all labels; devices.csv)"]   # one line of 98 columns
     if "server_samples" in summary:
         said.append(f"server data: {summary['server_samples']} samples, non-IID degree "
                     f"{summary['server_non_iid_degree']:.3f} (its labels against all device data's)")
