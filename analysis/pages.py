@@ -23,6 +23,7 @@ from analysis.compare import group_runs, write_comparison
 from analysis.discovery import find_runs
 from analysis.report import (DEFAULT_METRIC, METRIC_NOTES, default_targets, resource_note, seed_table_cells,
                              table_cells, tta_table, write_report)
+from analysis.terminal import wrap
 from analysis.verdicts import INTERVALS_NOTE, headline, interval_cells
 
 HTML_PAGE, MARKDOWN_PAGE = "report.html", "report.md"
@@ -136,7 +137,7 @@ def write_pages(run_dirs: list, out_dir, targets: list[float] | None = None, bas
     out_dir = Path(out_dir)
     (out_dir / HTML_PAGE).write_text(render_html(title, tables, figures, folders, found.skipped))
     (out_dir / MARKDOWN_PAGE).write_text(render_markdown(title, tables, figures, found.skipped))
-    return "\n".join([*found.skipped, text]), written + [out_dir / HTML_PAGE, out_dir / MARKDOWN_PAGE]
+    return "\n".join([*map(wrap, found.skipped), text]), written + [out_dir / HTML_PAGE, out_dir / MARKDOWN_PAGE]
 
 
 def render_html(title: str, tables: dict, figures: list[Path], folders: list[Path], skipped: list[str] = ()) -> str:

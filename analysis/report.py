@@ -14,13 +14,14 @@ from analysis.link_plots import plot_links
 from analysis.plots import (accuracy_metric, plot_accuracy, plot_accuracy_mean, plot_breakdown, plot_gantt,
                             plot_staleness, plot_utilisation, plotted_axes)
 from analysis.runs import Run, load_run, run_labels, scenario_groups
+from analysis.terminal import fit_table, wrap
 
 DEFAULT_TARGETS = [0.5, 0.8, 0.9]
 LABEL_COLUMNS = ("run", "scenario", "algorithm")
 SEED_KEY = ["scenario", "algorithm"]  # as analysis.runs.scenario_groups: one algorithm per averaged row
 REACHED_ON = "time_s@"  # the cost column of a target that is missing exactly where the target was not reached
-SEED_NOTE = ("mean±std over each scenario's seeds (sample std); time_s/uplink_MB/rounds@target: "
-             "over only the seeds that reached it, reached@target of them")
+SEED_NOTE = ("mean±std over each scenario's seeds (sample std);\ntime_s/uplink_MB/rounds@target: "
+             "over only the seeds that reached it, reached@target of them")   # two lines within 100 columns
 DEFAULT_METRIC = "accuracy"
 # Printed above the tables when the targets are not on the global accuracy, the default.
 METRIC_NOTES = {"local_accuracy": "targets on local_accuracy (mean over devices of each one's accuracy on its own "
@@ -228,12 +229,22 @@ def write_report(run_dirs: list, out_dir, targets: list[float] | None = None, me
             written.append(plot_links(run, out_dir / f"links_{name}.png"))
     table.to_csv(out_dir / f"tta{suffix}.csv", index=False)
     written.append(out_dir / f"tta{suffix}.csv")
-    text = "\n".join(filter(None, [METRIC_NOTES.get(metric), resource_note(table), format_table(table)]))
     if several_seeds:
         by_scenario.to_csv(out_dir / f"tta_by_scenario{suffix}.csv", index=False)
         written.append(out_dir / f"tta_by_scenario{suffix}.csv")
-        text += f"\n\n{SEED_NOTE}\n{format_seed_table(by_scenario)}"
-    return text, written
+    return printed_tables(table, by_scenario if several_seeds else None, metric), written
+
+
+def printed_tables(table: pd.DataFrame, by_scenario: pd.DataFrame | None, metric: str = DEFAULT_METRIC) -> str:
+    """What `testbed run` and `report` print of tta_table's table (and seed_table's, where given): its notes wrapped
+    and its columns in blocks that fit a terminal (analysis.terminal), each block led by the columns naming a row;
+    the csv files hold the tables whole."""
+    notes = wrap("\n".join(filter(None, [METRIC_NOTES.get(metric), resource_note(table)])))
+    text = "\n".join(filter(None, [notes, fit_table(table_cells(table), ["run"])]))
+    if by_scenario is not None:
+        keys = [column for column in (*SEED_KEY, "group") if column in by_scenario]
+        text += f"\n\n{wrap(SEED_NOTE)}\n{fit_table(seed_table_cells(by_scenario), keys)}"
+    return text
 
 
 def file_safe(label: str) -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Union
 
 from testbed.errors import TestbedError, with_article
+from testbed.paths import user_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -174,9 +175,8 @@ def _done_before(scenarios: list[Scenario], out: str | Path, resume: bool, overw
     from testbed.runlog import claim
 
     done = {s.seed: _folder_of(s, out) for s in scenarios if claim(_folder_of(s, out), s, resume, overwrite)}
-    for folder in done.values():
-        print(f"{folder}: holds this scenario's completed run already; nothing run or rewritten (--overwrite runs "
-              "it again)")
+    for folder in done.values():   # within 100 columns for a default run folder, runs/<scenario>/<seed>
+        print(f"{user_path(folder)}: holds this scenario's completed run; nothing rerun (--overwrite runs it again)")
     return set(done)
 
 

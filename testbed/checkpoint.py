@@ -27,6 +27,7 @@ import torch
 from testbed import safe_load
 from testbed.algorithms.base import ServerState
 from testbed.errors import TestbedError
+from testbed.paths import user_path
 from testbed.store import ClientStore
 
 FILE = "checkpoint.pt"
@@ -90,9 +91,9 @@ def load(folder: Path, scenario: str) -> Checkpoint | None:
     try:
         checkpoint = Checkpoint(**fields)
     except TypeError:  # a dict of other fields, or no dict at all
-        raise TestbedError(f"{path}: not a testbed checkpoint; run without --resume to start over") from None
+        raise TestbedError(f"{user_path(path)}: not a testbed checkpoint; run without --resume to start over") from None
     if checkpoint.scenario != scenario:
-        raise TestbedError(f"{path}: the checkpoint belongs to another version of this scenario (a field, a "
+        raise TestbedError(f"{user_path(path)}: the checkpoint belongs to another version of this scenario (a field, a "
                            "--set or a fleet.catalog file's contents differ); resume with the same file, --set and "
                            "catalog, or run without --resume")
     return checkpoint

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from testbed import plugins
 from testbed.errors import PluginError, TestbedError, write_crash_log
+from testbed.paths import user_path
 
 EXIT_BUG, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -32,22 +33,31 @@ def _run(args) -> None:
         return _print_seeds(result)
     if result.done_before:  # api.run said so in its one line
         return
+    from analysis.terminal import wrap
+
     summary = result.summary
-    print(f"\nrun folder: {result.path} ({_protocol(result.scenario)})")
-    print(f"non-IID degree: {summary['non_iid_degree']:.3f} (mean JS divergence of the devices' labels to all "
-          "labels, bits; per device in devices.csv)")
+    said = [f"\nrun folder: {user_path(result.path)} ({_protocol(result.scenario)})",
+            f"non-IID degree: {summary['non_iid_degree']:.3f} bits (mean JS divergence of each device's labels to "
+            "all labels; devices.csv)"]   # one line of 98 columns
     if "server_samples" in summary:
-        print(f"server data: {summary['server_samples']} samples, non-IID degree "
-              f"{summary['server_non_iid_degree']:.3f} (its labels against all device data's)")
+        said.append(f"server data: {summary['server_samples']} samples, non-IID degree "
+                    f"{summary['server_non_iid_degree']:.3f} (its labels against all device data's)")
+    print(wrap("\n".join(said)))
     print(f"\n{result.report.text}\n\nplots:")
-    print("\n".join(f"  {p}" for p in result.report.files))
+    _print_paths(result.report.files)
+
+
+def _print_paths(paths) -> None:
+    """A list of files written, one a line, each as the user reads it (testbed/paths.py)."""
+    print("\n".join(f"  {user_path(p)}" for p in paths))
 
 
 def _print_seeds(runs) -> None:
     """--seeds: the report over the runs that completed, and where their folders are."""
     if runs:
         scenario = runs[0].path.parent
-        print(f"\n{runs[0].report.text}\n\nrun folders: {scenario}/<seed>; plots: {scenario / 'plots'}")
+        print(f"\n{runs[0].report.text}\n\nrun folders: {user_path(scenario)}/<seed>; plots: "
+              f"{user_path(scenario / 'plots')}")
 
 
 def _seeds(text: str) -> list[int]:
@@ -87,8 +97,11 @@ def _protocol(s: dict) -> str:
 def _report(args) -> None:
     from testbed import api
 
-    report = api.report(args.runs, out=args.out, targets=args.target, baseline=args.baseline, metric=args.metric)
-    print(report.text + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in report.files))
+    # the folders as the user reads them: the lines the analysis writes name them (a run it skipped, a damaged one)
+    report = api.report([user_path(p) for p in args.runs], out=args.out, targets=args.target,
+                        baseline=args.baseline, metric=args.metric)
+    print(report.text + "\n\nwritten:")
+    _print_paths(report.files)
 
 
 def _compare(args) -> None:
@@ -279,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         if getattr(args, "debug", False):
             raise
-        where = f"{err.filename}: " if err.filename else ""
+        name = user_path(err.filename) if isinstance(err.filename, (str, Path)) else err.filename  # or bytes, an fd
+        where = f"{name}: " if err.filename else ""
         print(f"error: {where}{_one_line(err.strerror or err)}; check the path and that it can be written",
               file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -289,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - a bug: one line, the traceback in a file
         if getattr(args, "debug", False):
             raise
-        log = getattr(err, "log_file", None) or write_crash_log(err)
+        log = user_path(getattr(err, "log_file", None) or write_crash_log(err))
         where = plugins.culprit(err)
         if where:  # the user's algorithm, model or loader raised while running: theirs to fix, not a testbed bug
             print(f"error: the plugin code at {where} raised {type(err).__name__}: {_one_line(err)}; fix it there "

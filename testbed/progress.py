@@ -1,7 +1,10 @@
-"""What a run shows while it plays: a progress bar (simulated time, accuracy and the uplink's megabytes so far)
-and each round's row logged to the run's trackers. A resumed run's bar and totals go on from the rows it kept."""
+"""What a run shows while it plays: a progress bar (simulated time, accuracy and the uplink's megabytes so far;
+within a terminal's width, at most 100 columns) and each round's row logged to the run's trackers. A resumed
+run's bar and totals go on from the rows it kept."""
 from __future__ import annotations
 
+import os
+import sys
 from typing import Callable
 
 from testbed.hooks import table_row
@@ -18,7 +21,7 @@ class Progress:
         self.write, self.trackers, self.columns = write, trackers, columns
         self.uplink = int(sum(row["bytes_up"] for row in kept))   # the kept rounds' uplink bytes
         self.bar = tqdm(total=scenario.stop.max_rounds, initial=played, unit="round", desc=scenario.name,
-                        disable=quiet)
+                        disable=quiet, ncols=_columns(tqdm))
 
     def __enter__(self) -> Progress:
         return self
@@ -35,3 +38,16 @@ class Progress:
                                  f"up {self.uplink / 1e6:.1f}MB")
         if self.trackers is not None:
             self.trackers.log(table_row(record, self.columns))
+
+
+def _columns(bar_class) -> int | None:
+    """The text bar's width: the terminal's, at most analysis.terminal.WIDTH, and WIDTH where stderr is no
+    terminal (a pipe, a log: tqdm would not bound the line). None for a notebook's widget, whose ncols are pixels."""
+    from analysis.terminal import WIDTH
+
+    if any(cls.__module__ == "tqdm.notebook" for cls in bar_class.__mro__):
+        return None
+    try:
+        return min(os.get_terminal_size(sys.stderr.fileno()).columns, WIDTH)
+    except (OSError, ValueError, AttributeError):  # not a terminal, or a stream without a descriptor (captured)
+        return WIDTH

@@ -25,6 +25,7 @@ from testbed.data.partition import label_histograms, non_iid_degree
 from testbed.degenerate import degenerate_rounds
 from testbed.columns import tables
 from testbed.errors import TestbedError
+from testbed.paths import user_path
 
 def run_folder(out_root: str | Path, scenario) -> Path:
     return Path(out_root) / scenario.name / str(scenario.seed)
@@ -55,16 +56,16 @@ def claim(folder: Path, scenario, resume: bool, overwrite: bool) -> dict | None:
         before = None
     now = scenario.model_dump(mode="json")
     if before != now:
-        raise TestbedError(f"{folder}: holds a run of another scenario ({first_difference(before, now)}); run "
-                           "into another --out, or replace it with --overwrite (--resume goes on with the same "
+        raise TestbedError(f"{user_path(folder)}: holds a run of another scenario ({first_difference(before, now)}); "
+                           "run into another --out, or replace it with --overwrite (--resume goes on with the same "
                            "scenario only)")
     if resume:
         return None
     summary = folder / "summary.json"
     status = json.loads(summary.read_text()).get("status", "unknown") if summary.is_file() else "no summary.json"
     if status != "completed":
-        raise TestbedError(f"{folder}: holds an unfinished run of this scenario ({status.split(':')[0]}); go on with "
-                           "--resume, or start over with --overwrite")
+        raise TestbedError(f"{user_path(folder)}: holds an unfinished run of this scenario ({status.split(':')[0]}); "
+                           "go on with --resume, or start over with --overwrite")
     return json.loads(summary.read_text())
 
 
@@ -103,8 +104,8 @@ def past_checkpoint(path: Path, data: bytes, kept: int, columns: list[str], resu
     if not own:
         after = f"after the run's last round ({resume.round})" if resume.finished else \
             f"past the checkpoint (round {resume.round}) that are not rows the run wrote"
-        raise TestbedError(f"{path}: {where} {after}; --resume would drop them: move them to another file, then "
-                           "resume again (or run without --resume to start over)")
+        raise TestbedError(f"{user_path(path)}: {where} {after}; --resume would drop them: move them to another file, "
+                           "then resume again (or run without --resume to start over)")
     return where
 
 
@@ -136,7 +137,7 @@ class RunWriter:
         else:
             kept = resume.tables[name]
             if not path.is_file() or path.stat().st_size < kept:  # cutting would pad it with zeros
-                raise TestbedError(f"{path}: shorter than its checkpoint says ({kept} bytes); the "
+                raise TestbedError(f"{user_path(path)}: shorter than its checkpoint says ({kept} bytes); the "
                                    "run folder was changed, run without --resume to start over")
             try:  # what it keeps must read back
                 table_of(path, RESUMED_NUMERIC.get(name, ()), kept)
@@ -146,7 +147,7 @@ class RunWriter:
             self._digests[name] = hashlib.sha256(data[:kept])
             if name in resume.digests and self._digests[name].hexdigest() != resume.digests[name]:
                 lines = data[:kept].count(b"\n")
-                raise TestbedError(f"{path}: its first {lines} lines (up to the checkpoint at "
+                raise TestbedError(f"{user_path(path)}: its first {lines} lines (up to the checkpoint at "
                                    f"round {resume.round}) were changed since the run wrote them; restore them, or "
                                    "run without --resume to start over")
             past = past_checkpoint(path, data, kept, columns, resume)
@@ -193,8 +194,8 @@ class RunWriter:
     def round(self, record: dict, events: list[dict]) -> None:
         if not self.path.is_dir():  # removed under the run: its open tables would go on into files nobody can read
             self.lost = True
-            raise TestbedError(f"{self.path}: the run folder was removed while the run was writing it (round "
-                               f"{record['round']}); its tables are lost, so run it again")
+            raise TestbedError(f"{user_path(self.path)}: the run folder was removed while the run was writing it "
+                               f"(round {record['round']}); its tables are lost, so run it again")
         self._untouched()
         for name, rows in record.pop("tables", {}).items():  # a strategy's tables, e.g. FedAP's pruning.csv
             pd.DataFrame(rows).to_csv(self.path / name, index=False)
@@ -223,9 +224,9 @@ class RunWriter:
             if size != written:
                 if size > written:
                     handle.truncate(written)
-                raise TestbedError(f"{self.path / name}: another writer changed it during the run ({size} bytes on "
-                                   f"disk where the run had written {written}; cut back to the run's rows); a plugin "
-                                   "writes files of its own (metrics['tables'], docs/extending.md)")
+                raise TestbedError(f"{user_path(self.path / name)}: another writer changed it during the run ({size} "
+                                   f"bytes on disk where the run had written {written}; cut back to the run's rows); a "
+                                   "plugin writes files of its own (metrics['tables'], docs/extending.md)")
 
     def close(self, status: str = "completed") -> dict:
         """Close the tables and write summary.json with `status`; a completed run whose tables another writer

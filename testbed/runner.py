@@ -11,6 +11,7 @@ from typing import Callable
 
 from testbed import scenario as sc
 from testbed.errors import TestbedError, write_crash_log
+from testbed.paths import user_path
 from testbed.provenance import made_with
 
 
@@ -54,7 +55,7 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
     start = checkpoint.load(run_folder(out, scenario), resolved(scenario)) if resume else None
     writer = RunWriter(out, exp, start)
     if writer.dropped:  # rows of rounds after the checkpoint (and a torn one), which the run plays again
-        print(f"resume: dropped {', '.join(writer.dropped)} of {writer.path}, past the checkpoint at round "
+        print(f"resume: dropped {', '.join(writer.dropped)} of {user_path(writer.path)}, past the checkpoint at round "
               f"{start.round}: the run plays those rounds again", file=sys.stderr)
     kept = kept_rows(writer.path) if start else []   # a resumed run's rows: the bar's and trackers' totals go on
     columns = tables(scenario)["rounds.csv"]
@@ -97,7 +98,7 @@ def _closed(err: BaseException, writer, trackers) -> BaseException:
     if isinstance(err, TestbedError):
         writer.close(status=f"failed: {err}")
         _close(trackers, f"failed: {err}")
-        said = type(err)(str(err) if writer.lost else f"{err} (rounds so far kept in {writer.path})")
+        said = type(err)(str(err) if writer.lost else f"{err} (rounds so far kept in {user_path(writer.path)})")
         said.__cause__ = err.__cause__   # a callback's or plugin's own exception stays chained; a PluginError one
         return said
     crashed = not isinstance(err, (KeyboardInterrupt, OSError))
@@ -140,7 +141,7 @@ def plugin_crash(err: BaseException):
     where = plugins.culprit(err)
     if where is None:
         return None
-    log = getattr(err, "log_file", None)
+    log = user_path(err.log_file) if getattr(err, "log_file", None) else None
     return PluginError(f"the plugin code at {where} raised {type(err).__name__}: {' '.join(str(err).split())}; fix "
                        f"it there (traceback in {log}; --debug shows it here)")
 

@@ -18,6 +18,7 @@ import torch
 
 from testbed import migrations
 from testbed.errors import TestbedError
+from testbed.paths import user_path
 
 NUMPY = {"numpy.ndarray", "numpy.dtype", "numpy._core.multiarray._reconstruct", "numpy._core.multiarray.scalar",
          "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar",
@@ -53,12 +54,12 @@ def load(path: Path, what: str, fix: str = "", map_location: str | None = None) 
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same one-line answer
-        raise TestbedError(f"{path}: unreadable {what} ({type(err).__name__}){fix}") from None
+        raise TestbedError(f"{user_path(path)}: unreadable {what} ({type(err).__name__}){fix}") from None
     allowed = {name: _allowed(migrations.current_name(name)) for name in names}   # an older file's names too
     refused = sorted(name for name, value in allowed.items() if value is None)
     if refused:
-        raise TestbedError(f"{path}: the {what} holds Python objects a testbed {what} never does ({refused[0]}); "
-                           f"refused, since loading it could run code from the file{fix}")
+        raise TestbedError(f"{user_path(path)}: the {what} holds Python objects a testbed {what} never does "
+                           f"({refused[0]}); refused, since loading it could run code from the file{fix}")
     safe = [(value, name) for name, value in allowed.items()]   # each under the name the file gives it
     if any(name.startswith("numpy.") for name in names):  # an array's dtype is built through its DType class
         safe += [value for name, value in vars(np.dtypes).items() if name.endswith("DType")]
@@ -66,4 +67,4 @@ def load(path: Path, what: str, fix: str = "", map_location: str | None = None) 
         with torch.serialization.safe_globals(safe):
             return torch.load(path, weights_only=True, map_location=map_location)
     except Exception as err:  # noqa: BLE001
-        raise TestbedError(f"{path}: unreadable {what} ({type(err).__name__}){fix}") from None
+        raise TestbedError(f"{user_path(path)}: unreadable {what} ({type(err).__name__}){fix}") from None

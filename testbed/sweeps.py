@@ -20,9 +20,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from analysis.terminal import fit_table, wrap
 from testbed import scenario as sc
 from testbed.errors import TestbedError
 from testbed.parallel import Job, progress_printer, run_jobs
+from testbed.paths import user_path
 from testbed.runlog import first_difference, run_folder
 from testbed.runner import Watch, run_scenario
 
@@ -106,8 +108,8 @@ def plan(raw: dict, source: str, base_dir: Path, grid: dict[str, list],
     folders = [c.folder for c in combinations]
     if len(set(folders)) < len(folders):
         clash = next(f for f in folders if folders.count(f) > 1)
-        raise TestbedError(f"--grid: two combinations would share the run folder {clash}; use values that differ "
-                           "as folder names")
+        raise TestbedError(f"--grid: two combinations would share the run folder {user_path(clash)}; use values "
+                           "that differ as folder names")
     for combo in combinations:
         _refuse_stale(combo)
     return root, combinations
@@ -125,7 +127,7 @@ def _refuse_stale(combo: Combination) -> None:
     before = yaml.safe_load((combo.folder / "scenario.resolved.yaml").read_text())
     now = combo.scenario.model_dump(mode="json")
     if before != now:
-        raise TestbedError(f"{combo.folder}: holds a completed run of another scenario "
+        raise TestbedError(f"{user_path(combo.folder)}: holds a completed run of another scenario "
                            f"({first_difference(before, now)}); move it away or sweep into another --out")
 
 
@@ -151,11 +153,11 @@ def sweep(raw: dict, source: str, base_dir: Path, grid: dict[str, list], out: st
     for n, combo in enumerate(combinations, 1):
         where = ", ".join(f"{k}={v}" for k, v in combo.values.items())
         if combo.status == COMPLETED:
-            print(f"[{n}/{len(combinations)}] {where}: completed before, skipped ({combo.folder})")
+            print(wrap(f"[{n}/{len(combinations)}] {where}: completed before, skipped ({user_path(combo.folder)})"))
             continue
         before = combo.status
-        doing = "running into" if before == NOT_STARTED else f"resuming ({before.split(':')[0]}) in"
-        print(f"[{n}/{len(combinations)}] {where}: {doing} {combo.folder}", flush=True)
+        doing = "running into" if before == NOT_STARTED else f"resuming ({_outcome(before)}) in"
+        print(wrap(f"[{n}/{len(combinations)}] {where}: {doing} {user_path(combo.folder)}"), flush=True)
         job = Job(combo.scenario, f"{source} ({where})", root, resume=True, label=where,
                   watch=Watch(track=tuple(track), group=root.name))
         if jobs > 1 or ray_address is not None:
@@ -176,9 +178,21 @@ def sweep(raw: dict, source: str, base_dir: Path, grid: dict[str, list], out: st
 
         run_jobs(todo, jobs, ray_address, done)
     index = write_index(combinations, index_path)
-    print(f"\n{index.to_string(index=False)}\n\nindex: {index_path}")
+    print(f"\n{printed_index(index, list(grid))}\n\nindex: {user_path(index_path)}")
     unfinished = index[index["status"] != COMPLETED]
     if len(unfinished):
         raise TestbedError(f"{len(unfinished)} of {len(index)} runs did not complete "
-                           f"({', '.join(unfinished['folder'])}); see {index_path}")
+                           f"({', '.join(map(user_path, unfinished['folder']))}); see {user_path(index_path)}")
     return index
+
+
+def printed_index(index: pd.DataFrame, grid: list[str]) -> str:
+    """The index as the sweep prints it, within a terminal's width (analysis.terminal): folders as the user reads
+    them and each status's first word (a failed run's error is in its summary.json and sweep.csv)."""
+    cells = index.astype(str).assign(folder=index["folder"].map(user_path), status=index["status"].map(_outcome))
+    return fit_table(cells, grid)
+
+
+def _outcome(status: str) -> str:
+    """A run's status in a word: 'failed: round 3: ...' -> 'failed'."""
+    return status.split(":")[0]

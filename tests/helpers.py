@@ -116,3 +116,20 @@ def user_module(folder: Path, monkeypatch, source: str, name: str = "user_code")
     monkeypatch.delitem(sys.modules, name, raising=False)
     yield folder
     sys.modules.pop(name, None)
+
+
+def printed_table(text: str, key: str) -> list[dict]:
+    """The first table in `text` whose header starts with the column `key`, read back from what `testbed run` or
+    `report` printed: a wide table comes in blocks of columns, each led by `key` (analysis.terminal.fit_table),
+    merged here into one dict per row, its cells split at spaces."""
+    lines, rows = text.splitlines(), []
+    i = next(n for n, line in enumerate(lines) if line.split()[:1] == [key])
+    while i < len(lines) and lines[i].split()[:1] == [key]:
+        header, i, block = lines[i].split(), i + 1, []
+        while i < len(lines) and lines[i].strip():
+            block.append(dict(zip(header, lines[i].split())))
+            i += 1
+        rows = [{**row, **cells} for row, cells in zip(rows, block)] if rows else block
+        while i < len(lines) and not lines[i].strip():  # the blank line between blocks
+            i += 1
+    return rows

@@ -3,6 +3,7 @@ import io
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import printed_table
 
 from analysis.report import format_seed_table, format_table, seed_table, tta_table, write_report
 from analysis.runs import load_run
@@ -202,8 +203,8 @@ def test_cli_report_prints_the_seed_table_after_the_per_run_table(tmp_path, run_
     per_run = next(i for i, line in enumerate(lines) if line.split()[:1] == ["run"])
     by_scenario = next(i for i, line in enumerate(lines) if line.split()[:1] == ["scenario"])
     assert per_run < by_scenario
-    assert lines[per_run + 1].split()[0] == "tiny/0" and lines[per_run + 2].split()[0] == "tiny/1"
-    cell = dict(zip(lines[by_scenario].split(), lines[by_scenario + 1].split()))
+    assert [row["run"] for row in printed_table(printed, "run")] == ["tiny/0", "tiny/1"]
+    cell, = printed_table(printed, "scenario")   # its columns in blocks that fit 100 columns
     assert cell["scenario"] == "tiny" and cell["seeds"] == "2" and cell["final_accuracy"] == "0.820±0.042"
     assert (cell["reached@0.85"], cell["time_s@0.85"]) == ("1/2", "60.0")
     assert "over only the seeds that reached it" in printed
@@ -277,14 +278,15 @@ def test_cli_report_on_the_local_accuracy(tmp_path, local_run_dir, capsys, unren
     out = tmp_path / "report"
     assert main(["report", str(local_run_dir), "--out", str(out), "--target", "0.8",
                  "--metric", "local_accuracy"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
     assert lines[0].startswith("targets on local_accuracy")
-    assert dict(zip(lines[1].split(), lines[2].split()))["time_s@0.8"] == "60.0"  # global accuracy: 52.5
+    assert printed_table(printed, "run")[0]["time_s@0.8"] == "60.0"  # global accuracy: 52.5
     assert f"  {out / 'local_accuracy_vs_time.png'}" in lines
     # The default is unchanged: global accuracy, and no note.
     assert main(["report", str(local_run_dir), "--out", str(out), "--target", "0.8"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[0] == "run" and dict(zip(lines[0].split(), lines[1].split()))["time_s@0.8"] == "52.5"
+    printed = capsys.readouterr().out
+    assert printed.split()[0] == "run" and printed_table(printed, "run")[0]["time_s@0.8"] == "52.5"
 
 
 def test_cli_report_on_the_local_accuracy_of_a_run_without_it(tmp_path, run_dir, capsys):

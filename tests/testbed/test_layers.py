@@ -14,7 +14,7 @@ PACKAGE = ROOT / "testbed"
 LAYERS = [
     # foundations: errors, names and references, the clock's vocabulary, FLOPs, update rules, codecs, models,
     # device selection rules, the network's solvers
-    ["errors", "version", "names", "columns", "migrations", "plugins", "hooks", "safe_load", "provenance", "clock", "flops",
+    ["errors", "paths", "version", "names", "columns", "migrations", "plugins", "hooks", "safe_load", "provenance", "clock", "flops",
      "functional", "rules", "staleness", "payload", "store", "degenerate", "models", "memory", "submodel", "selection",
      "network"],
     # the scenario as plain data, and reading it from a file

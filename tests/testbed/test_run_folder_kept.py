@@ -32,8 +32,8 @@ def test_the_command_line_keeps_a_run_and_says_how_to_go_on(tiny, tmp_path, caps
 
     assert main(run) == 0  # the same scenario, completed: done, nothing run again
     said = capsys.readouterr()
-    assert said.out == (f"{folder}: holds this scenario's completed run already; nothing run or rewritten "
-                        "(--overwrite runs it again)\n") and said.err == ""
+    assert said.out == (f"{folder}: holds this scenario's completed run; nothing rerun (--overwrite runs it "
+                        "again)\n") and said.err == ""
     assert _files(folder) == before
 
     assert main(run + ["--set", "client.lr=0.02"]) == 2  # another scenario: refused, the run kept
@@ -75,7 +75,7 @@ def test_python_reads_a_completed_run_back_and_seeds_run_only_the_missing_ones(t
     runs = testbed.run(tiny, seeds=[0, 1], out=tmp_path, quiet=True, plots=False)
     assert [(r.path.name, r.done_before) for r in runs] == [("0", True), ("1", False)]
     assert _files(first.path) == before
-    assert capsys.readouterr().out.startswith(f"{first.path}: holds this scenario's completed run already")
+    assert capsys.readouterr().out.startswith(f"{first.path}: holds this scenario's completed run;")
     # one seed's folder of another scenario refuses them all before any runs
     with pytest.raises(TestbedError, match="holds a run of another scenario"):
         testbed.run(tiny, set={"client.lr": 0.02}, seeds=[2, 1], out=tmp_path, quiet=True)
