@@ -6,12 +6,16 @@ out (runs/<scenario>/<seed>, a sweep's runs/<scenario>/<scenario>-<values>/<seed
 Under a folder, a sweep's runs come in its index's order (sweep.csv, written by `testbed sweep`), the others in
 path order. What such a folder holds but a report cannot cover is skipped, each with one line naming it and
 why: a run folder that cannot be read (a table torn by a kill, a file missing or unreadable) and a sweep's
-combination that has not started. Folders without a run's files (plots/, report/) are not runs.
+combination that has not started. Folders without a run's files (plots/, report/) are not runs, nor are the
+copies of run folders that trackers keep beside them (`--track`): an MLflow store's artifacts
+(mlartifacts/<experiment>/<run id>/artifacts/, or mlruns/...) and W&B's files (wandb/offline-run-<time>-<id>/files/,
+where WANDB_DIR puts them under the folder): left out silently.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +25,9 @@ from analysis.runs import EVENTS_FILE, ROUNDS_FILE, SCENARIO_FILE, DamagedRun, R
 
 SWEEP_INDEX = "sweep.csv"   # written by testbed sweep: one row per combination, its run folder in `folder`
 RUN_FILES = (SCENARIO_FILE, ROUNDS_FILE, EVENTS_FILE)   # a folder holding any of them is a run's
+# Trackers' own folders of a run, and the subfolder where they keep its files (copies of the run folder's):
+# MLflow's <run id>/artifacts, W&B's (offline-)run-<YYYYMMDD_HHMMSS>-<id>/files
+TRACKER_COPIES = ((re.compile(r"[0-9a-f]{32}"), "artifacts"), (re.compile(r"(offline-)?run-\d{8}_\d{6}-\w+"), "files"))
 
 
 @dataclass
@@ -61,12 +68,18 @@ def is_run_folder(path: Path) -> bool:
     return any((path / name).is_file() for name in RUN_FILES)
 
 
+def tracker_copy(folder: Path, name: str) -> bool:
+    """Whether folder/name is where a tracker keeps its copy of a run's files, not a run."""
+    return any(run.fullmatch(folder.name) and name == files for run, files in TRACKER_COPIES)
+
+
 def _add_runs_under(root: Path, found: Found) -> None:
     """Every readable run folder under root into found.folders, the others into found.skipped."""
     candidates: list[Path] = []
     for folder, subfolders, files in os.walk(root):
         folder = Path(folder)
         subfolders.sort()
+        subfolders[:] = [name for name in subfolders if not tracker_copy(folder, name)]
         if SWEEP_INDEX in files:
             candidates += _sweep_runs(folder, found)
         if is_run_folder(folder):

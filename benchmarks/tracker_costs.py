@@ -61,7 +61,8 @@ def one(spec: str, rounds: int, pace: float) -> dict:
             folder = Path(tmp) / "runs" / "bench" / str(seed)
             folder.mkdir(parents=True)
             (folder / "summary.json").write_text("{}")
-            run = TrackedRun(f"bench/{seed}", None, "bench", {"seed": seed, "model": {"name": "cnn_512"}}, folder)
+            run = TrackedRun(f"bench/{seed}", None, "bench", {"seed": seed, "model": {"name": "cnn_512"}}, folder,
+                             Path(tmp) / "runs")
             trackers = Trackers([spec], run)
             start = time.perf_counter()
             trackers.start()

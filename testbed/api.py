@@ -117,7 +117,9 @@ def run(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None,
     on_round: a function of a round's row (or several), called each round before the row is written; it returns
     None to go on, True or a reason (a str) to end the run after this round (testbed/hooks.py). In this process
     only: not with jobs > 1 or ray. track: trackers the run is logged to as it goes, 'tensorboard', 'mlflow',
-    'wandb', each optionally '=TARGET' (a log folder, a tracking URI, a project; testbed/trackers/)."""
+    'wandb', each optionally '=TARGET' (a log folder, a tracking URI, a project; testbed/trackers/); unless quiet,
+    a line each says where it keeps the run and what opens it, at the start and at the end (several seeds' runs
+    together)."""
     from testbed.hooks import checked
     from testbed.runner import Watch
 
@@ -128,7 +130,7 @@ def run(scenario: ScenarioLike, *, set: Overrides = (), seed: int | None = None,
         raise TestbedError("on_round: its functions run in this process; run the seeds with jobs=1 and no ray")
     if seeds is not None:
         return _run_seeds(scenario, set, seed, list(seeds), out, resume, overwrite, plots, jobs, ray,
-                          Watch(callbacks, track))
+                          Watch(callbacks, track), quiet)
     if jobs > 1 or ray is not None:
         raise TestbedError("jobs and ray run several seeds at once: give seeds too, e.g. seeds=[0, 1, 2]")
     from testbed.runner import run_scenario
@@ -181,8 +183,10 @@ def _done_before(scenarios: list[Scenario], out: str | Path, resume: bool, overw
 
 
 def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, seeds: list[int], out: str | Path,
-               resume: bool, overwrite: bool, plots: bool, jobs: int, ray: str | None, watch) -> list[Run]:
+               resume: bool, overwrite: bool, plots: bool, jobs: int, ray: str | None, watch,
+               quiet: bool) -> list[Run]:
     from testbed.parallel import Job, progress_printer, run_jobs
+    from testbed.trackers import TrackedGroup, say_group
 
     if seed is not None:
         raise TestbedError("seed and seeds: give one of them")
@@ -192,6 +196,8 @@ def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, s
     validated = [_validated(scenario, overrides, s) for s in seeds]
     done = _done_before([s for s, _ in validated], out, resume, overwrite)
     todo = [(s, source) for s, source in validated if s.seed not in done]
+    tracked = TrackedGroup(_folder_of(validated[0][0], out).parent, "*", len(todo), Path(out), None)
+    say_group(watch.track, tracked, "start", quiet)   # the runs, quiet, say nothing themselves
     outcomes = run_jobs([Job(s, f"{source} (seed {s.seed})", Path(out), resume, f"seed {s.seed}", watch)
                          for s, source in todo], jobs, ray, progress_printer(len(todo))) if todo else []
     completed = {o.job.scenario.seed for o in outcomes if o.error is None} | done
@@ -199,6 +205,7 @@ def _run_seeds(scenario: ScenarioLike, overrides: Overrides, seed: int | None, s
     folders = [_folder_of(s, out) for s in kept]
     written = _write_report(folders, folders[0].parent / "plots") if folders and plots else None
     runs = [replace(load_run(folder), report=written, done_before=s.seed in done) for s, folder in zip(kept, folders)]
+    say_group(watch.track, tracked, "end", quiet)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         raise RunsFailed(f"{len(failed)} of {len(outcomes)} runs did not complete "
@@ -213,7 +220,8 @@ def sweep(scenario: ScenarioLike, grid: dict[str, Iterable] | Iterable[str], *, 
     (or --grid's "KEY=[V1,V2]" strings), each into out/<name>/<name>-<values>/<seed>/, skipping those completed
     before; prints a line per run and the index. Returns the index, out/<name>/sweep.csv: one row per
     combination with its grid values, folder and status. Raises TestbedError at the end where some run did not
-    complete (the others still ran). track: as run's, each run one of the sweep's group (named by the sweep)."""
+    complete (the others still ran). track: as run's, each run one of the sweep's group (named by the sweep), the
+    lines saying where for all its runs together."""
     from testbed import sweeps
 
     track = _tracks(track)

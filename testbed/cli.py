@@ -144,7 +144,8 @@ def _jobs(text: str) -> int:
 def _track_option(command) -> None:
     command.add_argument("--track", action="append", metavar="TRACKER[=TARGET]",
                          help="log each run's rounds to tensorboard[=LOGDIR], mlflow[=TRACKING_URI] or wandb[=PROJECT] "
-                         "as it goes (repeatable; each an extra: pip install -e '.[mlflow]')")
+                         "as it goes, saying where it keeps them at the start and the end (repeatable; each an extra: "
+                         "pip install -e '.[mlflow]')")
 
 
 def _parallel_options(command) -> None:

@@ -1,6 +1,6 @@
 """What a run shows while it plays: a progress bar (simulated time, accuracy and the uplink's megabytes so far;
-within a terminal's width, at most 100 columns) and each round's row logged to the run's trackers. A resumed
-run's bar and totals go on from the rows it kept."""
+within a terminal's width, at most 100 columns) and each round's row logged to the run's trackers, with the lines
+(say) where they keep it. A resumed run's bar and totals go on from the rows it kept."""
 from __future__ import annotations
 
 import os
@@ -18,7 +18,7 @@ class Progress:
                  trackers, columns: list[str]):
         from tqdm.auto import tqdm  # a notebook gets its own widget, a terminal the text bar
 
-        self.write, self.trackers, self.columns = write, trackers, columns
+        self.write, self.trackers, self.columns, self.quiet = write, trackers, columns, quiet
         self.uplink = int(sum(row["bytes_up"] for row in kept))   # the kept rounds' uplink bytes
         self.bar = tqdm(total=scenario.stop.max_rounds, initial=played, unit="round", desc=scenario.name,
                         disable=quiet, ncols=_columns(tqdm))
@@ -28,6 +28,14 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.bar.close()
+
+    def say(self, line: str) -> None:
+        """A line on stdout, above the bar rather than through it, at once (a pipe's buffer would hold it till the
+        run's end); nothing where the run is quiet. After the bar is closed too (tqdm's close marks it disabled,
+        hence `quiet`)."""
+        if not self.quiet:
+            self.bar.write(line, file=sys.stdout)
+            sys.stdout.flush()
 
     def on_round(self, record: dict, events: list[dict]) -> None:
         self.write(record, events)

@@ -20,12 +20,16 @@ class Watch:
     """Who watches a run besides its folder: the on_round callbacks (testbed/hooks.py; in this process only), the
     trackers (`--track` specs, testbed/trackers/) with the sweep the run belongs to (its trackers' group), and
     `report`, which writes the run's report into its folder before the trackers keep their artifacts (the files
-    written)."""
+    written). out: --out, where the run goes below it (a sweep's into <out>/<scenario>): what the runs there share
+    goes there (MLflow's store). announce: the run says where its trackers keep it (unless quiet); a sweep's runs
+    are said together by the sweep instead."""
 
     on_round: tuple = ()
     track: tuple[str, ...] = ()
     group: str | None = None
     report: Callable[[Path], list[Path]] | None = None
+    out: Path | None = None
+    announce: bool = True
 
 
 def run_scenario(scenario: sc.Scenario, source: str, out: str | Path = "runs", quiet: bool = False,
@@ -59,11 +63,11 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
               f"{start.round}: the run plays those rounds again", file=sys.stderr)
     kept = kept_rows(writer.path) if start else []   # a resumed run's rows: the bar's and trackers' totals go on
     columns = tables(scenario)["rounds.csv"]
-    trackers = _trackers(watch, scenario, writer)
+    trackers = _trackers(watch, scenario, writer, out)
     with Progress(scenario, start.round if start else 0, kept, quiet, writer.round, trackers, columns) as progress:
         try:
             if trackers is not None:   # a tracker that cannot start stops the run before round 1
-                trackers.start(kept)
+                trackers.start(kept, progress.say if watch.announce else None)
             writer.facts |= resources.facts() | {"torch_threads": threads,
                                                  "made_with": made_with(scenario.executor.device)}
             engine = Engine(exp, progress.on_round, writer.checkpoint, start, resources,
@@ -146,14 +150,15 @@ def plugin_crash(err: BaseException):
                        f"it there (traceback in {log}; --debug shows it here)")
 
 
-def _trackers(watch: Watch, scenario: sc.Scenario, writer):
+def _trackers(watch: Watch, scenario: sc.Scenario, writer, out: str | Path):
     """The run's trackers (testbed/trackers/), not yet started; None where it has none."""
     if not watch.track:
         return None
     from testbed.trackers import TrackedRun, Trackers
 
     return Trackers(list(watch.track), TrackedRun(f"{scenario.name}/{scenario.seed}", watch.group, scenario.name,
-                                                  scenario.model_dump(mode="json"), writer.path))
+                                                  scenario.model_dump(mode="json"), writer.path,
+                                                  Path(watch.out if watch.out is not None else out)))
 
 
 def _close(trackers, status: str) -> None:

@@ -27,6 +27,7 @@ from testbed.parallel import Job, progress_printer, run_jobs
 from testbed.paths import user_path
 from testbed.runlog import first_difference, run_folder
 from testbed.runner import Watch, run_scenario
+from testbed.trackers import TrackedGroup, say_group
 
 ALIASES = {"algorithm": "algorithm.name"}   # --grid algorithm=[...] sets the algorithm's name
 INDEX = "sweep.csv"
@@ -149,6 +150,8 @@ def sweep(raw: dict, source: str, base_dir: Path, grid: dict[str, list], out: st
     root, combinations = plan(raw, source, base_dir, grid, out)
     index_path = root / INDEX
     write_index(combinations, index_path)
+    tracked = TrackedGroup(root, "*/*", sum(c.status != COMPLETED for c in combinations), Path(out), root.name)
+    say_group(track, tracked, "start", quiet)   # where the trackers keep the runs: said here, not by each run
     todo = []
     for n, combo in enumerate(combinations, 1):
         where = ", ".join(f"{k}={v}" for k, v in combo.values.items())
@@ -159,7 +162,7 @@ def sweep(raw: dict, source: str, base_dir: Path, grid: dict[str, list], out: st
         doing = "running into" if before == NOT_STARTED else f"resuming ({_outcome(before)}) in"
         print(wrap(f"[{n}/{len(combinations)}] {where}: {doing} {user_path(combo.folder)}"), flush=True)
         job = Job(combo.scenario, f"{source} ({where})", root, resume=True, label=where,
-                  watch=Watch(track=tuple(track), group=root.name))
+                  watch=Watch(track=tuple(track), group=root.name, out=Path(out), announce=False))
         if jobs > 1 or ray_address is not None:
             todo.append(job)
             continue
@@ -179,6 +182,7 @@ def sweep(raw: dict, source: str, base_dir: Path, grid: dict[str, list], out: st
         run_jobs(todo, jobs, ray_address, done)
     index = write_index(combinations, index_path)
     print(f"\n{printed_index(index, list(grid))}\n\nindex: {user_path(index_path)}")
+    say_group(track, tracked, "end", quiet)
     unfinished = index[index["status"] != COMPLETED]
     if len(unfinished):
         raise TestbedError(f"{len(unfinished)} of {len(index)} runs did not complete "

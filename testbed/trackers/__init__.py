@@ -11,6 +11,9 @@
   its module's docstring (tensorboard.py, mlflow.py, wandb.py).
 - A tracker that raises in log() or finish() warns once on stderr in one line naming it and is dropped: the run
   goes on. close() never raises: the run's own error is what the user must see.
+- Where a run is kept: start(say=...) hands `say` one line a tracker naming where it logs and the command that
+  opens it, and finish() and close() one line each again at the end (places.py); a sweep's or several seeds' runs
+  are said together (say_group), before the first starts and after the last ends.
 
 No tracker library is imported here: each backend imports its own when it starts.
 """
@@ -22,9 +25,10 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from testbed.errors import TestbedError
+from testbed.trackers.places import Place, TrackedGroup
 
 # name -> (module of its backend, class, the libraries it needs: checked without importing them)
 BACKENDS = {"tensorboard": ("testbed.trackers.tensorboard", "TensorBoardTracker", ("tensorboard",)),
@@ -42,6 +46,7 @@ class TrackedRun:
     scenario: str        # the scenario's name
     params: dict         # the resolved scenario, model_dump(mode="json")
     folder: Path         # the run folder
+    out: Path            # --out, the run folders' root: where a store the runs share goes (MLflow's mlflow.db)
 
     @property
     def experiment(self) -> str:
@@ -121,10 +126,13 @@ class Trackers:
         self.specs = check(specs)
         self.live: list = []       # the started trackers that have not failed
         self.totals: dict[str, float] = {}
+        self.places: list[Place] = []   # where the started trackers keep the run, said at its start and end
+        self.say: Callable[[str], None] | None = None
 
-    def start(self, earlier_rows: Iterable[dict] = ()) -> None:
-        """Start each tracker, in the order given. earlier_rows: a resumed run's rows before its checkpoint, counted
-        into the running totals (not logged again), so that bytes_up_total goes on where it stopped."""
+    def start(self, earlier_rows: Iterable[dict] = (), say: Callable[[str], None] | None = None) -> None:
+        """Start each tracker, in the order given, then say where each keeps the run (a line each to `say`, again
+        at the end). earlier_rows: a resumed run's rows before its checkpoint, counted into the running totals (not
+        logged again), so that bytes_up_total goes on where it stopped."""
         for row in earlier_rows:
             metrics(row, self.totals)
         for spec in self.specs:
@@ -144,6 +152,12 @@ class Trackers:
                 raise TestbedError(f"--track {spec}: could not start ({one_line(err)}); "  # the library's words
                                    f"{tracker.fix if tracker else 'check the target'}") from None
             self.live.append(tracker)
+        self.places, self.say = [tracker.place() for tracker in self.live], say
+        self._say("start")
+
+    def _say(self, when: str) -> None:
+        for place in self.places if self.say is not None else ():
+            self.say(place.line(when))
 
     def _abandon(self, spec: str, tracker) -> None:
         """`spec` failed to start: it (where it got half way) and the trackers started before it are closed as
@@ -161,12 +175,17 @@ class Trackers:
         files = [Path(f) for f in files if Path(f).is_file()]
         self._each("finish", lambda t: t.finish(summary, files), "the end")
         self.live = []
+        self._say("end")
 
     def close(self, status: str) -> None:
         """The run failed ("failed: ...", "crashed: ...") or was interrupted ("interrupted"): each tracker marks it
         so where it has a notion of it, and is closed. Never raises."""
         self._each("close", lambda t: t.close(status), "closing")
         self.live = []
+        try:
+            self._say("end")   # the rounds logged before the run stopped are there
+        except Exception:  # the terminal is gone (a closed pipe): the run's own error matters more
+            pass
 
     def _each(self, what: str, call, when: str) -> None:
         kept = []
@@ -184,3 +203,14 @@ class Trackers:
                 continue
             kept.append(tracker)
         self.live = kept
+
+
+def say_group(specs: Iterable[str], group: TrackedGroup, when: str, quiet: bool = False) -> None:
+    """Print a line a tracker naming where it keeps the runs of `group` (a sweep's, several seeds') and what opens
+    them, at their start (when="start") or end ("end"); nothing where quiet or no run starts. Made from the specs
+    and the settings alone: no tracker library is imported."""
+    if quiet or group.count == 0:
+        return
+    for spec in specs:
+        name, target = parse(spec)
+        print(importlib.import_module(BACKENDS[name][0]).group_place(target, group).line(when), flush=True)

@@ -10,12 +10,14 @@ import math
 from pathlib import Path
 
 from testbed.trackers import TrackedRun
+from testbed.trackers.places import Place
 
 
 class Tracker:
     """One backend. start() opens it (raising where it cannot: Trackers turns that into one line); log(step,
     metrics) each round; finish(summary, files) at a run's end; close(status) where the run failed or was
-    interrupted. close may come after a start that failed half way, so it checks what it has."""
+    interrupted. close may come after a start that failed half way, so it checks what it has. place() says where
+    a started one keeps the run (places.py)."""
 
     fix = "check the target"  # the last words of the line where start() fails with the library's own error
 
@@ -35,6 +37,10 @@ class Tracker:
         raise NotImplementedError
 
     def close(self, status: str) -> None:
+        raise NotImplementedError
+
+    def place(self) -> Place:
+        """Once started: where it keeps this run and what opens it (the lines the run prints)."""
         raise NotImplementedError
 
 

@@ -2,11 +2,13 @@
 
 Where: TRACKING_URI as MLflow takes it (http://host:5000, sqlite:///path.db, file:/path for an old file store,
 databricks); a path instead of a URI: a folder holding a SQLite store, DIR/mlflow.db (a path ending in .db: that
-file). Without one, MLFLOW_TRACKING_URI where set, else MLflow's own default, a SQLite store in the current folder
-(./mlflow.db, its files in ./mlruns), which `mlflow ui` run there shows; not inside --out, where `testbed report`
-would read the artifacts' copies of a run folder as more runs. Not a file store: MLflow 3 refuses ./mlruns as a
-store unless MLFLOW_ALLOW_FILE_STORE=true, and SQLite is its default. Experiments this tracker creates in a SQLite
-store it was given keep their files beside it, in mlartifacts/<experiment>.
+file). Without one, MLFLOW_TRACKING_URI where set, else a SQLite store in --out, OUT/mlflow.db, which every run
+written there shares (`mlflow ui --backend-store-uri sqlite:///runs/mlflow.db` shows them side by side): nothing
+goes into the current folder, where MLflow's own default (./mlflow.db, ./mlruns) would put it. `testbed report`
+skips the copies of run folders its artifacts hold (analysis/discovery.py). Not a file store: MLflow 3 refuses
+./mlruns as a store unless MLFLOW_ALLOW_FILE_STORE=true, and SQLite is its default. Experiments this tracker
+creates in a SQLite store keep their files beside it, in mlartifacts/<experiment>.
+The lines a run prints (places.py): `mlflow ui --backend-store-uri URI`, or the run's page on an http(s) server.
 An http(s) server must accept a connection within 3 s, or start() fails in one line; its retries are cut to 2 and
 its timeout to 10 s (MLFLOW_HTTP_REQUEST_MAX_RETRIES / _TIMEOUT, where not set): a server gone mid-run costs seconds.
 
@@ -32,10 +34,12 @@ import socket
 import time
 import urllib.parse
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.trackers.base import Tracker, flat, killed, relative, split_summary, text
+from testbed.trackers.places import Place, TrackedGroup, logged, uri_argument
 
 PROBE_S = 3.0
 # Rounds are sent together, every FLUSH_S: the SQLite store spends ~8 ms of CPU on a log_batch of one round's 22
@@ -57,47 +61,31 @@ class MlflowTracker(Tracker):
         self.buffer = []   # the metrics of the rounds since the last flush
         self.flushed = time.time()
         self.per_batch = getattr(validation, "MAX_METRICS_PER_BATCH", 1000)
-        self.uri, self.artifacts = self.where()
+        self.uri, self.artifacts = store(self.target, self.run.out)
+        folder = None if self.artifacts is None else self.artifacts.parent   # a SQLite store's
+        if folder is not None:   # made here, where an unwritable one fails in one line
+            folder.mkdir(parents=True, exist_ok=True)
         self.probe()
-        with warnings.catch_warnings():  # SQLAlchemy's deprecations inside MLflow's store: not the user's to fix
+        with opening(folder), warnings.catch_warnings():  # SQLAlchemy's deprecations in MLflow: not the user's
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             self.client = MlflowClient(self.uri)
-            experiment = self.experiment()
-        self.run_id = self.client.create_run(experiment, run_name=self.run.name, tags={
+            self.experiment_id = self.experiment()
+        self.run_id = self.client.create_run(self.experiment_id, run_name=self.run.name, tags={
             "testbed.scenario": self.run.scenario, "testbed.group": self.run.group or "",
             "testbed.folder": str(self.run.folder)}).info.run_id
         self.log_params()
 
-    def where(self) -> tuple[str, str | None]:
-        """The tracking URI and, for a local SQLite store, the folder where new experiments keep their files."""
-        target, env = self.target, os.environ.get("MLFLOW_TRACKING_URI")
-        if target is None and env:
-            uri = env  # MLflow's own setting, taken as MLflow takes it
-        elif target is not None and (target == "databricks" or re.match(r"^[a-zA-Z][\w+.-]+:", target)):
-            uri = target  # a URI, not a path (nor C:\...)
-        else:
-            if target is None:  # MLflow's own default (sqlite:///mlflow.db here), where `mlflow ui` looks; not in
-                return self.default_uri(), None   # --out, whose reports would read its artifacts as more runs
-            path = Path(target).expanduser().resolve()
-            path = path if path.suffix == ".db" else path / "mlflow.db"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            uri = f"sqlite:///{path}"
-        if uri.startswith("sqlite:///"):
-            return uri, Path(urllib.parse.unquote(uri[len("sqlite:///"):])).resolve().parent / "mlartifacts"
-        return uri, None
-
-    @staticmethod
-    def default_uri() -> str:
-        import mlflow
-
-        return mlflow.get_tracking_uri()
+    def place(self) -> Place:
+        page = f"{self.uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{self.run_id}"
+        opens = page if web(self.uri) else opener(self.uri)
+        return Place("mlflow", *logged(f"logging run {self.run.name}", f"logged run {self.run.name}", opens))
 
     def probe(self) -> None:
         """An http(s) server that does not take a connection within PROBE_S fails start() now, not after MLflow's
         minutes of retries."""
-        parts = urllib.parse.urlparse(self.uri)
-        if parts.scheme not in ("http", "https"):
+        if not web(self.uri):
             return
+        parts = urllib.parse.urlparse(self.uri)
         for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")):
             os.environ.setdefault(name, value)
         host, port = parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80)
@@ -177,3 +165,54 @@ class MlflowTracker(Tracker):
         self.client.set_tag(self.run_id, "testbed.status", status[:5000])
         self.client.set_terminated(self.run_id, "KILLED" if killed(status) else "FAILED")
         self.run_id = None
+
+
+def store(target: str | None, out: Path) -> tuple[str, Path | None]:
+    """The tracking URI (see the module's docstring) and, for a SQLite store, the folder where new experiments keep
+    their files. Makes nothing: start() makes the store's folder."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if target is None and env:
+        uri = env  # MLflow's own setting, taken as MLflow takes it
+    elif target is not None and (target == "databricks" or re.match(r"^[a-zA-Z][\w+.-]+:", target)):
+        uri = target  # a URI, not a path (nor C:\...)
+    else:
+        path = Path(target if target is not None else out).expanduser().resolve()
+        uri = f"sqlite:///{path if path.suffix == '.db' else path / 'mlflow.db'}"
+    if uri.startswith("sqlite:///"):
+        return uri, Path(urllib.parse.unquote(uri[len("sqlite:///"):])).resolve().parent / "mlartifacts"
+    return uri, None
+
+
+@contextmanager
+def opening(folder: Path | None):
+    """Held while this process opens the SQLite store in `folder` (None: not one): MLflow makes a new store's tables
+    on first use, and processes doing so at once (a sweep's --jobs, sharing --out's store) fail with "duplicate
+    column name" (2 of 3 did, measured). An advisory lock on the folder itself, so that no file is left; none where
+    the system has no flock."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        fcntl = None
+    if folder is None or fcntl is None:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # which releases the lock
+
+
+def web(uri: str) -> bool:
+    return urllib.parse.urlparse(uri).scheme in ("http", "https")
+
+
+def opener(uri: str) -> str:
+    """What opens a store's runs: its address (a server's, Databricks'), else `mlflow ui` on it."""
+    return uri if web(uri) or uri.startswith("databricks") else f"mlflow ui --backend-store-uri {uri_argument(uri)}"
+
+
+def group_place(target: str | None, group: TrackedGroup) -> Place:
+    runs = f"{group.count} runs"
+    return Place("mlflow", *logged(f"logging {runs}", f"logged {runs}", opener(store(target, group.out)[0])))

@@ -20,6 +20,8 @@ HPARAMS table from all the runs' hparams, with their metrics' last values. The e
 success; failure (a failed run); unknown (interrupted: the plugin has no "aborted"), with the status as a text
 `status`.
 TensorBoard keeps no files: finish() ignores them (the run folder has them).
+The lines a run prints (places.py): `tensorboard --logdir` of the run folder's tensorboard/, or of LOGDIR, which
+holds this run beside the others logged there; a sweep's, of its folder or of LOGDIR.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.trackers.base import Tracker, flat, killed, number, split_summary, text
+from testbed.trackers.places import Place, TrackedGroup, argument, logged
 
 
 class TensorBoardTracker(Tracker):
@@ -51,6 +54,10 @@ class TensorBoardTracker(Tracker):
         if self.target is None:
             return self.run.folder / "tensorboard"
         return Path(self.target).expanduser() / (self.run.group or "") / self.run.name
+
+    def place(self) -> Place:
+        opens = opener(self.target, self.run.folder / "tensorboard")
+        return Place("tensorboard", *logged("logging this run", "logged this run", opens))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         from tensorboard.compat.proto.summary_pb2 import Summary
@@ -114,3 +121,13 @@ class TensorBoardTracker(Tracker):
 
     def write(self, summary) -> None:
         self.writer.file_writer.add_summary(summary, self.last_step)
+
+
+def opener(target: str | None, folder: Path) -> str:
+    """The command that shows the runs logged under `folder` (without LOGDIR), or those in LOGDIR."""
+    return f"tensorboard --logdir {argument(Path(target) if target is not None else folder)}"
+
+
+def group_place(target: str | None, group: TrackedGroup) -> Place:
+    runs = f"{group.count} runs"
+    return Place("tensorboard", *logged(f"logging {runs}", f"logged {runs}", opener(target, group.folder)))

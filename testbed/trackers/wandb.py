@@ -17,6 +17,8 @@ run's own, which are the same or later), the files saved into the run (run.save,
 folder: plots/accuracy_vs_time.png, hard-linked into W&B's files/ where the file system allows, else copied), and
 run.finish(exit_code=0). A failed run: summary status = its status, exit code 1 (W&B: failed); an interrupted one
 exit code 255, as W&B's own Ctrl-C hook gives.
+The lines a run prints (places.py): an offline run's folder, which `wandb sync FOLDER` uploads (and
+testbed/trackers/wandb_offline.py reads back); an online run's page.
 """
 from __future__ import annotations
 
@@ -25,8 +27,10 @@ import shutil
 from pathlib import Path
 
 from testbed.trackers.base import Tracker, killed, relative
+from testbed.trackers.places import Place, TrackedGroup, argument, logged
 
 PROJECT = "fl-edge-testbed"
+OFFLINE = ("offline", "dryrun")   # W&B's modes that keep the run in its folder until `wandb sync`
 
 
 class WandbTracker(Tracker):
@@ -38,7 +42,7 @@ class WandbTracker(Tracker):
         quiet = {} if "WANDB_SILENT" in os.environ else {"silent": True}
         wait = {} if "WANDB_INIT_TIMEOUT" in os.environ else {"init_timeout": 30.0}
         settings = wandb.Settings(console="off", reinit="create_new", **quiet, **wait)
-        folder = Path(os.environ.get("WANDB_DIR") or self.run.folder)
+        folder = Path(os.environ.get("WANDB_DIR") or self.run.folder)   # W&B keeps its runs in FOLDER/wandb/
         folder.mkdir(parents=True, exist_ok=True)  # W&B wants its dir there; an unwritable one fails here
         self.wandb = wandb.init(
             project=self.target or os.environ.get("WANDB_PROJECT") or PROJECT, group=self.run.group,
@@ -46,6 +50,15 @@ class WandbTracker(Tracker):
             mode=None if "WANDB_MODE" in os.environ else "offline")
         self.wandb.define_metric("sim_time_s")
         self.wandb.define_metric("*", step_metric="sim_time_s")
+
+    def place(self) -> Place:
+        if self.wandb.settings.mode in OFFLINE:   # its folder: FOLDER/wandb/offline-run-<time>-<id>, files/ in it
+            folder = argument(Path(self.wandb.dir).parent)
+            return Place("wandb", f"logging this run offline into {folder}",
+                         f"kept offline; upload: wandb sync {folder}")
+        if self.wandb.url:
+            return Place("wandb", *logged("logging this run", "logged this run", self.wandb.url))
+        return Place("wandb", *[f"WANDB_MODE={os.environ.get('WANDB_MODE')}: nothing kept"] * 2)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self.wandb.log(metrics, step=step)
@@ -77,3 +90,19 @@ class WandbTracker(Tracker):
         self.wandb.summary["status"] = status
         self.wandb.finish(exit_code=255 if killed(status) else 1)
         self.wandb = None
+
+
+def group_place(target: str | None, group: TrackedGroup) -> Place:
+    """Offline (W&B's folder under WANDB_DIR, else under each run folder): the glob of its runs' folders, which
+    `wandb sync` takes all at once; online: the project and group, whose page W&B's server names."""
+    runs, mode = f"{group.count} runs", os.environ.get("WANDB_MODE") or "offline"
+    if mode in OFFLINE:
+        wandb_dir = os.environ.get("WANDB_DIR")
+        folders = argument(wandb_dir, "wandb") if wandb_dir else argument(group.folder, f"{group.runs}/wandb")
+        return Place("wandb", f"logging {runs} offline into {folders}",
+                     f"kept offline; upload: wandb sync {folders}/offline-run-*")
+    if mode == "disabled":
+        return Place("wandb", *[f"WANDB_MODE={mode}: nothing kept"] * 2)
+    where = f"project {target or os.environ.get('WANDB_PROJECT') or PROJECT}" + (
+        f", group {group.group}" if group.group else "")
+    return Place("wandb", f"logging {runs} to {where}", f"logged {runs} to {where}")

@@ -122,3 +122,17 @@ def test_an_unreadable_sweep_index_is_named_and_its_runs_still_found(make_run, t
     assert found.folders == [first, second]
     assert found.skipped == [f"skipped {runs / 'sweep.csv'}: unreadable as a sweep's index (a 'folder' column); "
                              "the runs beside it are reported without its order"]
+
+
+def test_the_copies_of_runs_that_trackers_keep_are_not_runs(make_run, tmp_path):
+    """MLflow's artifacts (<store>/mlartifacts/<experiment>/<run id>/artifacts, or mlruns/...) and W&B's files
+    (wandb/offline-run-<time>-<id>/files, where WANDB_DIR puts them under runs/) hold a run folder's tables: left
+    out silently (--track, testbed/trackers/)."""
+    runs = tmp_path / "runs"
+    make_run(runs / "tiny" / "0")
+    make_run(runs / "mlartifacts" / "tiny" / ("0123456789abcdef" * 2) / "artifacts")
+    make_run(runs / "mlruns" / "1" / ("fedcba9876543210" * 2) / "artifacts")
+    make_run(runs / "wandb" / "offline-run-20261129_102400-45il9dy6" / "files")
+    make_run(runs / "artifacts")   # a run folder of that name, not under a run id: a run
+    found = find_runs([runs])
+    assert found.folders == [runs / "artifacts", runs / "tiny" / "0"] and found.skipped == []

@@ -1,7 +1,10 @@
 """--track through the command line and the Python API on real runs: what TensorBoard and MLflow hold equals
 rounds.csv row for row; a sweep's runs are one MLflow experiment named by the sweep; a resumed run's totals go on
-where they stopped; a tracker that cannot start stops the run before round 1 in one line (exit 2)."""
+where they stopped; a tracker that cannot start stops the run before round 1 in one line (exit 2). Where each
+tracker keeps a run is said at its start and end (a sweep's and several seeds' runs together), MLflow's default
+store goes into --out, not the current folder, and `testbed report` does not count it as a run."""
 import json
+import os
 import socket
 
 import pandas as pd
@@ -39,10 +42,11 @@ def mlflow_runs(store):
         [e.experiment_id for e in client.search_experiments()])}
 
 
-def test_a_run_tracked_from_the_command_line_holds_its_rounds(tiny, tmp_path):
+def test_a_run_tracked_from_the_command_line_holds_its_rounds(tiny, tmp_path, capsys):
     file = write_yaml(tmp_path / "tiny.yaml", tiny)
     assert main(["run", str(file), "--out", "runs", "--quiet", "--track", "tensorboard",
                  "--track", f"mlflow={tmp_path / 'store'}"]) == 0
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith(("tensorboard", "mlflow"))]
     rounds = pd.read_csv(tmp_path / "runs" / "tiny" / "0" / "rounds.csv")
     expected = [(r, a) for r, a in zip(rounds["round"], rounds["accuracy"])]
     got = scalars(tmp_path / "runs" / "tiny" / "0" / "tensorboard", "round/accuracy")
@@ -61,13 +65,57 @@ def test_a_run_tracked_from_the_command_line_holds_its_rounds(tiny, tmp_path):
     assert {"plots/report.html", "plots/accuracy_vs_time.png"} <= plots
 
 
-def test_a_sweeps_runs_are_one_experiment_named_by_the_sweep(tiny, tmp_path):
+def test_a_tracked_run_says_where_each_tracker_keeps_it_and_writes_nothing_here(tiny, tmp_path, capsys, clean_env):
+    """cwd = tmp_path: the lines' paths are relative to it; MLflow's store goes into --out (runs/), the report of
+    runs/ counts the run once (not the copy in MLflow's artifacts), and the W&B reader reads its rounds back."""
+    pytest.importorskip("wandb")
+    from testbed.trackers.wandb_offline import read_offline_run
+
     file = write_yaml(tmp_path / "tiny.yaml", tiny)
-    testbed.sweep(file, {"client.lr": [0.01, 0.02]}, out="runs", quiet=True, track=f"mlflow={tmp_path / 'store'}")
+    assert main(["run", str(file), "--out", "runs", "--track", "tensorboard", "--track", "mlflow",
+                 "--track", "wandb"]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("tensorboard:", "mlflow:", "wandb:"))]
+    wandb_run = next((tmp_path / "runs" / "tiny" / "0" / "wandb").glob("offline-run-*")).relative_to(tmp_path)
+    assert said == ["tensorboard: logging this run; watch: tensorboard --logdir runs/tiny/0/tensorboard",
+                    "mlflow: logging run tiny/0; watch: mlflow ui --backend-store-uri sqlite:///runs/mlflow.db",
+                    f"wandb: logging this run offline into {wandb_run}",
+                    "tensorboard: logged this run; open: tensorboard --logdir runs/tiny/0/tensorboard",
+                    "mlflow: logged run tiny/0; open: mlflow ui --backend-store-uri sqlite:///runs/mlflow.db",
+                    f"wandb: kept offline; upload: wandb sync {wandb_run}"]
+    assert max(map(len, said)) <= 100
+    assert sorted(os.listdir(tmp_path)) == ["runs", "tiny.yaml"]
+    assert sorted(os.listdir(tmp_path / "runs")) == ["mlartifacts", "mlflow.db", "tiny"]
+    assert list(testbed.report("runs", out="report").tables["tta"]["run"]) == ["tiny/0"]
+    rounds = pd.read_csv(tmp_path / "runs" / "tiny" / "0" / "rounds.csv")
+    history = read_offline_run("runs/tiny/0", wait_s=20).history
+    assert list(history["_step"]) == list(rounds["round"]) and list(history["sim_time_s"]) == list(rounds["t_end_s"])
+    assert list(history["accuracy"]) == pytest.approx(list(rounds["accuracy"]))
+
+
+def test_a_sweeps_runs_are_one_experiment_named_by_the_sweep_and_said_together(tiny, tmp_path, capsys):
+    file = write_yaml(tmp_path / "tiny.yaml", tiny)
+    testbed.sweep(file, {"client.lr": [0.01, 0.02]}, out="runs", track=["tensorboard", f"mlflow={tmp_path / 'store'}"])
     client, runs = mlflow_runs(tmp_path / "store" / "mlflow.db")
     assert sorted(runs) == ["tiny-0.01/0", "tiny-0.02/0"]
     experiments = {client.get_experiment(r.info.experiment_id).name for r in runs.values()}
     assert experiments == {"tiny"} and {r.data.tags["testbed.group"] for r in runs.values()} == {"tiny"}
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("tensorboard:", "mlflow:"))]
+    assert said == ["tensorboard: logging 2 runs; watch: tensorboard --logdir runs/tiny",
+                    "mlflow: logging 2 runs; watch: mlflow ui --backend-store-uri sqlite:///store/mlflow.db",
+                    "tensorboard: logged 2 runs; open: tensorboard --logdir runs/tiny",
+                    "mlflow: logged 2 runs; open: mlflow ui --backend-store-uri sqlite:///store/mlflow.db"]
+    assert len(list((tmp_path / "runs" / "tiny").glob("*/0/tensorboard/events.*"))) == 2
+
+
+@pytest.mark.parametrize("quiet, said", [
+    (False, ["tensorboard: logging 2 runs; watch: tensorboard --logdir runs/tiny",
+             "tensorboard: logged 2 runs; open: tensorboard --logdir runs/tiny"]),
+    (True, []),
+])
+def test_several_seeds_are_said_together_unless_quiet(tiny, capsys, quiet, said):
+    testbed.run(tiny, seeds=[0, 1], out="runs", quiet=quiet, plots=False, track="tensorboard")
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("tensorboard:")] == said
 
 
 def test_a_resumed_run_goes_on_with_its_totals(tiny, tmp_path):

@@ -10,6 +10,7 @@ from testbed import trackers
 from testbed.errors import TestbedError
 from testbed.trackers import Trackers, check, metrics
 from testbed.trackers.base import Tracker, flat, split_summary
+from testbed.trackers.places import Place
 
 
 def one_line(err) -> str:
@@ -102,6 +103,9 @@ class Fake(Tracker):
     def close(self, status):
         self.calls.append(("close", self.spec, status))
 
+    def place(self):
+        return Place(self.spec, f"logging into {self.spec}/", f"kept in {self.spec}/")
+
 
 @pytest.fixture
 def fake(monkeypatch):
@@ -145,3 +149,28 @@ def test_close_never_raises(tmp_path, fake, capsys):
     t.close("interrupted")
     assert capsys.readouterr().err.startswith("--track fake: stopped at closing (ZeroDivisionError")
     assert t.live == []
+
+
+def test_each_started_tracker_says_where_at_the_start_and_again_at_the_end(tmp_path, fake, capsys):
+    fake.fail = {"log": ("fake", 2)}   # dropped at round 2: what it kept of round 1 is still where it says
+    lines, run = [], tracked_run(tmp_path)
+    play(Trackers(["fake", "other"], run), run, say=lines.append)
+    assert lines == ["fake: logging into fake/", "other: logging into other/", "fake: kept in fake/",
+                     "other: kept in other/"]
+    play(Trackers(["fake"], run), run)   # say=None: a quiet run says nothing
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("fail, end, said", [
+    ({}, "interrupted", ["fake: logging into fake/", "fake: kept in fake/"]),   # a run stopped: its rounds so far
+    ({"start": "fake"}, None, []),                                              # never started: nothing to say
+])
+def test_a_run_that_stops_says_where_its_rounds_are_one_that_never_started_nothing(tmp_path, fake, fail, end, said):
+    fake.fail, lines = fail, []
+    trackers = Trackers(["fake"], tracked_run(tmp_path))
+    try:
+        trackers.start(say=lines.append)
+    except TestbedError:
+        pass
+    trackers.close(end or "failed: no start")
+    assert lines == said

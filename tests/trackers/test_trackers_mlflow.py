@@ -17,16 +17,18 @@ MANY = {"p": {f"k{i:03}": i for i in range(250)}}  # more than a batch of 100 pa
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """One SQLite store (made once: its tables take a second or two; each run that logged takes MLflow a second to
-    end, joining its logging thread) holding: quickstart/0 with no target (MLflow's
-    default store, ./mlflow.db, made here in out), two runs of a sweep named by the folder, a failed, an interrupted run and one
-    whose logging broke at round 2. Returns (out, the client, run name -> run id)."""
+    end, joining its logging thread) holding: quickstart/0 with no target (the default store, out/mlflow.db, made
+    while the current folder is another, `cwd`, which must stay empty), two runs of a sweep named by the folder, a
+    failed, an interrupted run and one whose logging broke at round 2. Returns (out, the client, run name -> run
+    id)."""
     from mlflow import MlflowClient
 
     out = tmp_path_factory.mktemp("mlflow") / "runs"
     out.mkdir()
+    (out.parent / "cwd").mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        mp.chdir(out)   # MLflow's default store is ./mlflow.db
+        mp.chdir(out.parent / "cwd")   # where MLflow's own default would put ./mlflow.db and ./mlruns
         run = tracked_run(out)
         play(Trackers(["mlflow"], run), run)
         for name in ("sweep-fedavg/0", "sweep-fedprox/0"):
@@ -103,13 +105,13 @@ def test_the_summary_the_files_and_the_end(store):
     assert SUMMARY["status"] == "completed"
 
 
-def test_the_default_store_is_mlflows_own_in_the_current_folder(store):
-    """./mlflow.db and its files in ./mlruns, where `mlflow ui` looks; nothing in a run folder's --out."""
+def test_the_default_store_is_in_out_and_nothing_goes_into_the_current_folder(store):
+    """out/mlflow.db and its files in out/mlartifacts/<experiment>, not MLflow's own ./mlflow.db and ./mlruns."""
     out, client, ids = store
     experiment = client.get_experiment_by_name("quickstart")
-    run_id = ids["quickstart/0"]
-    assert experiment.artifact_location.removeprefix("file://") == str(out / "mlruns" / experiment.experiment_id)
-    assert (out / "mlruns" / experiment.experiment_id / run_id / "artifacts" / "plots" / "a.png").is_file()
+    assert experiment.artifact_location == (out / "mlartifacts" / "quickstart").as_uri()
+    assert (out / "mlartifacts" / "quickstart" / ids["quickstart/0"] / "artifacts" / "plots" / "a.png").is_file()
+    assert list((out.parent / "cwd").iterdir()) == []
 
 
 def test_a_sweeps_runs_are_one_experiment_named_by_it(store):
@@ -151,7 +153,7 @@ def test_a_server_that_does_not_answer_fails_start_in_one_line_fast(tmp_path, mo
 
 
 @pytest.mark.parametrize("target, env, uri", [
-    (None, None, "sqlite:///{tmp}/mlflow.db"),   # MLflow's own default: the current folder
+    (None, None, "sqlite:///{out}/mlflow.db"),   # the default: --out
     (None, "http://example.org:5000", "http://example.org:5000"),
     ("{tmp}/store", "http://example.org:5000", "sqlite:///{tmp}/store/mlflow.db"),
     ("{tmp}/one.db", None, "sqlite:///{tmp}/one.db"),
@@ -159,14 +161,38 @@ def test_a_server_that_does_not_answer_fails_start_in_one_line_fast(tmp_path, mo
     ("databricks", None, "databricks"),
 ])
 def test_where_the_store_is(tmp_path, monkeypatch, target, env, uri):
-    from testbed.trackers.mlflow import MlflowTracker
+    from testbed.trackers.mlflow import store
 
     monkeypatch.chdir(tmp_path)
     if env:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", env)
     else:
         monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    run = tracked_run(tmp_path / "runs", group="sweep", name="sweep-a/0")
     target = target and target.format(tmp=tmp_path)
-    tracker = MlflowTracker(f"mlflow={target}" if target else "mlflow", target, run)
-    assert tracker.where()[0] == uri.format(tmp=tmp_path, out=tmp_path / "runs")
+    assert store(target, tmp_path / "runs")[0] == uri.format(tmp=tmp_path, out=tmp_path / "runs")
+
+
+@pytest.mark.slow
+def test_processes_opening_a_new_store_at_once_all_start(tmp_path):
+    """A sweep's --jobs open --out's new store together: MLflow making its tables twice at once fails ("duplicate
+    column name", 2 of 3 processes without the lock), so the store's opening is locked (mlflow.opening)."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    code = ("import dataclasses, sys; from pathlib import Path; from tracker_cases import tracked_run; "
+            "from testbed.trackers import Trackers; out = Path(sys.argv[1]); "
+            "run = dataclasses.replace(tracked_run(out / sys.argv[2]), name=sys.argv[2] + '/0', out=out); "
+            "t = Trackers(['mlflow'], run); t.start(); t.close('interrupted')")
+    env = {**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'trackers'}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    jobs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), f"r{i}"], cwd=tmp_path, env=env,
+                             stderr=subprocess.PIPE, text=True) for i in range(3)]
+    errors = [job.communicate(timeout=120)[1] for job in jobs]
+    assert [job.returncode for job in jobs] == [0, 0, 0], errors
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("quickstart").experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["r0/0", "r1/0", "r2/0"]

@@ -42,22 +42,22 @@ SUMMARY = {"scenario": "quickstart", "seed": 0, "status": "completed", "final_ac
 
 
 def tracked_run(out: Path, group: str | None = None, name: str = "quickstart/0") -> TrackedRun:
-    """A run named `name` in out/<name> (a sweep's: out/<group>/<name>), its folder made, with plots/a.png and
-    rounds.csv in it."""
+    """A run named `name` in out/<name> (a sweep's: out/<group>/<name>; `out` its --out), its folder made, with
+    plots/a.png and rounds.csv in it."""
     folder = Path(out) / (group or "") / name
     (folder / "plots").mkdir(parents=True, exist_ok=True)
     (folder / "plots" / "a.png").write_bytes(b"\x89PNG not really")
     (folder / "rounds.csv").write_text("round\n1\n2\n3\n")
-    return TrackedRun(name=name, group=group, scenario="quickstart", params=PARAMS, folder=folder)
+    return TrackedRun(name=name, group=group, scenario="quickstart", params=PARAMS, folder=folder, out=Path(out))
 
 
 def files(run: TrackedRun) -> list[Path]:
     return [run.folder / "plots" / "a.png", run.folder / "rounds.csv"]
 
 
-def play(trackers, run: TrackedRun, end: str | None = None) -> None:
-    """start, the 3 rows, then finish (end None) or close(end)."""
-    trackers.start()
+def play(trackers, run: TrackedRun, end: str | None = None, say=None) -> None:
+    """start (its lines to `say`), the 3 rows, then finish (end None) or close(end)."""
+    trackers.start(say=say)
     for row in ROWS:
         trackers.log(row)
     if end is None:
