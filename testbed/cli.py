@@ -88,7 +88,7 @@ def _report(args) -> None:
     from testbed import api
 
     report = api.report(args.runs, out=args.out, targets=args.target, baseline=args.baseline, metric=args.metric)
-    print(report.text + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in report.files))
+    print(report.text + _written(report.files))
 
 
 def _compare(args) -> None:
@@ -96,7 +96,21 @@ def _compare(args) -> None:
 
     report = api.compare(args.runs, out=args.out, targets=args.target, baseline=args.baseline, metric=args.metric,
                          against=args.against)
-    print(report.text + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in report.files))
+    print(report.text + _written(report.files))
+
+
+def _written(files) -> str:
+    """The files a command wrote, a line each, relative to the current folder where they are under it (a path
+    that short fits a terminal line), else as they are."""
+    here = Path.cwd().resolve()
+
+    def shown(path: Path) -> str:
+        try:
+            return str(Path(path).resolve().relative_to(here))
+        except ValueError:  # not under the current folder
+            return str(path)
+
+    return "\n\nwritten:\n" + "\n".join(f"  {shown(p)}" for p in files)
 
 
 def _sweep(args) -> None:
