@@ -68,20 +68,18 @@ def format_intervals(intervals: pd.DataFrame) -> str:
     """INTERVALS_NOTE, then per group a line naming it (and its baseline) and its HEADLINE rows: metric, n, mean
     [95% CI] and, against a baseline, the effect [95% CI] and verdict."""
     cells = interval_cells(intervals)
+    asked = intervals["verdict"].notna().any()  # a baseline was asked for
+    baseline_of = intervals.groupby("group", sort=False)["baseline"].first()
     blocks = [wrap(INTERVALS_NOTE)]
     for group, rows in cells.groupby("group", sort=False):
-        verdicts = set(rows.get("verdict", pd.Series([None])))
-        if verdicts & {BASELINE, NO_BASELINE, None}:  # nothing set against a baseline: no effect, no verdict
+        base = baseline_of[group]
+        title = (group if not asked else f"{group}: the baseline" if base == group
+                 else f"{group}: no baseline under its conditions" if pd.isna(base) else f"{group} against {base}")
+        if not asked or pd.isna(base) or base == group:  # nothing set against a baseline: no effect, no verdict
             rows = rows[~rows["metric"].str.startswith(SPEEDUP)].drop(columns=[VS, "verdict"], errors="ignore")
-        title = (f"{group}: the baseline" if BASELINE in verdicts else f"{group}: no baseline" if NO_BASELINE in
-                 verdicts else group if None in verdicts else f"{group} against {_baseline_of(intervals, group)}")
         blocks.append(wrap(title, indent="  ") + "\n" + fit_table(rows.drop(columns="group"), indent="  ",
                                                                    left=("metric", "verdict")))
     return "\n\n".join(blocks)
-
-
-def _baseline_of(intervals: pd.DataFrame, group: str) -> str:
-    return str(intervals.loc[intervals["group"] == group, "baseline"].dropna().iloc[0])
 
 
 def interval_cells(intervals: pd.DataFrame) -> pd.DataFrame:

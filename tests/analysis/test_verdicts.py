@@ -13,6 +13,7 @@ from scipy import stats
 from scipy.special import expit, logit
 
 from analysis.compare import compare_all, write_comparison
+from analysis.compare_text import format_intervals
 from analysis.runs import load_run
 from testbed.cli import main
 
@@ -135,6 +136,15 @@ def test_a_time_and_its_speedup_never_disagree(make_set, spread):
     time, speedup = row(intervals, "fedavgm", "time_s@0.8"), row(intervals, "fedavgm", "speedup@0.8")
     mirror = {"lower": "higher", "higher": "lower", "within noise": "within noise"}
     assert speedup["verdict"] == mirror[time["verdict"]]
+
+
+def test_the_printout_names_each_groups_baseline_even_where_no_seed_reached_a_target(make_set):
+    """0.95 is reached by no seed of either group: its rows have no value, and fedlps is still set against fedavg."""
+    compared = compare_all(runs(make_set("a", {"fedavg": FEDAVG, "fedlps": FEDLPS})), [0.8, 0.95], "fedavg")
+    printed = format_intervals(compared.intervals)
+    assert "fedlps against fedavg" in printed and "fedavg: the baseline" in printed and "no baseline" not in printed
+    assert row(compared.intervals, "fedlps", "speedup@0.95")["verdict"] == "-"
+    assert max(map(len, printed.splitlines())) <= 100
 
 
 def test_without_a_baseline_there_are_intervals_but_no_verdicts(make_set):
