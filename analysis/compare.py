@@ -1,6 +1,7 @@
 """Compare groups of runs. Runs whose resolved scenarios differ only in seed (and name) are one group; a group's
 row holds the mean and spread over its seeds of the time, uplink bytes and FLOPs to each target accuracy, and
-the speedup against a baseline under the same conditions."""
+the speedup against a baseline under the same conditions (the ratio of the geometric mean times, as intervals.csv
+has it with its interval)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pandas as pd
 
 from analysis.compare_plots import write_compare_plots
 from analysis.discovery import runs_of
-from analysis.report import DEFAULT_METRIC, LABEL_COLUMNS, REACHED_ON, default_targets, seed_table, tta_table
+from analysis.report import DEFAULT_METRIC, LABEL_COLUMNS, default_targets, seed_table, tta_table
 from analysis.runs import Run
 from analysis.verdicts import SPEEDUP, agreement_table, interval_table
 
@@ -96,7 +97,8 @@ def compare_table(runs: list[Run], targets: list[float], baseline: str | None = 
     std `<col>_std` of every tta_table column (time_s@t, uplink_MB@t, TFLOPs@t and rounds@t over the seeds
     that reached t, with reached@t). With a baseline (a group label, or an algorithm name: then each group is
     set against that algorithm's group with the same other fields, or against its only group),
-    speedup@t = the baseline's mean time_s@t / the group's."""
+    speedup@t = the baseline's time_s@t over the group's, the ratio of their geometric means over the seeds that
+    reached t (analysis.verdicts: intervals.csv's speedup@t, whose interval comes from the same model)."""
     return compare_all(runs, targets, baseline, metric).table
 
 
@@ -122,13 +124,13 @@ def compare_all(runs: list[Run], targets: list[float], baseline: str | None = No
     key = ["group", *fields.columns.drop("algorithm", errors="ignore")]
     table = seed_table(per_run, key=key)
     table.insert(1, "algorithm", [groups[label][0].algorithm for label in table["group"]])
-    baselines = None
-    if baseline is not None:
-        baselines = dict(zip(table["group"], _baselines(table, fields, baseline)))
-        for column in [c for c in table.columns if c.startswith(REACHED_ON) and not c.endswith("_std")]:
-            base = table.set_index("group")[column].reindex(list(baselines.values())).to_numpy()
-            table[SPEEDUP + column.removeprefix(REACHED_ON)] = base / table[column].to_numpy()
+    baselines = None if baseline is None else dict(zip(table["group"], _baselines(table, fields, baseline)))
     intervals = interval_table(per_run, metrics, baselines)
+    if baselines is not None:  # the speedups of intervals.csv, so that one number answers one question
+        speedups = intervals[intervals["metric"].str.startswith(SPEEDUP)].pivot(index="group", columns="metric",
+                                                                                 values="mean")
+        for column in speedups.columns:
+            table[column] = table["group"].map(speedups[column]).astype("float64")
     if against is None:
         return Comparison(table, intervals)
     other_groups = _as_labelled(groups, against)

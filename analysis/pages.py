@@ -24,12 +24,13 @@ from analysis.discovery import find_runs
 from analysis.report import (DEFAULT_METRIC, METRIC_NOTES, default_targets, resource_note, seed_table_cells,
                              table_cells, tta_table, write_report)
 from analysis.terminal import wrap
-from analysis.verdicts import INTERVALS_NOTE, headline, interval_cells
+from analysis.compare_text import INTERVALS_NOTE, VS, interval_cells
+from analysis.verdicts import headline
 
 HTML_PAGE, MARKDOWN_PAGE = "report.html", "report.md"
 COMPARE_NOTE = ("groups: runs that differ only in seed; mean±std over a group's seeds (sample std); "
                 "time_s/uplink_MB/TFLOPs/rounds@target: over only the seeds that reached it, reached@target of them; "
-                "speedup@target: the baseline's mean time to it over the group's")
+                "speedup@target: the baseline's time to it over the group's, the ratio of their geometric means")
 
 SORT_SCRIPT = """
 function sortTable(table, column, descending) {
@@ -198,7 +199,7 @@ def _html_figure(path: Path) -> str:
 def _interval_sort_values(intervals: pd.DataFrame) -> pd.DataFrame:
     """What interval_cells' columns sort on: the numbers behind the text (the mean, the difference)."""
     return pd.DataFrame({"group": intervals["group"], "metric": intervals["metric"], "n": intervals["seeds"],
-                         "mean [95% CI]": intervals["mean"], "vs baseline [95% CI]": intervals["vs_baseline"],
+                         "mean [95% CI]": intervals["mean"], VS: intervals["vs_baseline"],
                          "verdict": intervals["verdict"]})
 
 

@@ -17,10 +17,11 @@ import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import EngFormatter, MaxNLocator, PercentFormatter  # noqa: E402
 
-from analysis.intervals import t_quantile  # noqa: E402
+from analysis.intervals import mean_intervals  # noqa: E402
 from analysis.metrics import (BACKHAUL_PHASES, IDLE_PHASE, UTILISATION_PARTS, device_phases,  # noqa: E402
                               device_utilisation, natural_order, numeric, round_breakdown, task_ids)
 from analysis.runs import Run, device_classes, run_labels, scenario_groups  # noqa: E402
+from analysis.scales import LOGIT  # noqa: E402
 
 DPI = 120
 
@@ -121,7 +122,7 @@ def plot_accuracy(runs: list[Run], x: str, path, metric: str = "accuracy") -> Pa
 def plot_accuracy_mean(runs: list[Run], x: str, path, metric: str = "accuracy",
                        groups: dict[str, list[Run]] | None = None) -> Path:
     """plot_accuracy with the seeds of each scenario averaged (see mean_curve): one line per scenario, and a
-    band from its lowest to its highest seed, so that methods are compared beyond one seed's luck.
+    band of its 95% interval (on logits: within [0, 1]), so that methods are compared beyond one seed's luck.
     metric "local_accuracy" draws the mean over devices of their accuracy on their own test data.
     groups: the runs to average, by label (default: analysis.runs.scenario_groups)."""
     what = accuracy_axis(x).what
@@ -133,7 +134,7 @@ def plot_accuracy_mean(runs: list[Run], x: str, path, metric: str = "accuracy",
             continue
         seeds = f"mean of {len(group)} seeds" if len(group) > 1 else "1 seed"
         plot_mean_with_band(ax, curve["x"], curve, f"{label} ({seeds})", band=("ci95_low", "ci95_high"))
-    title = f"{title_word} vs {what}, mean over seeds (band: 95% interval of the mean)"
+    title = f"{title_word} vs {what}, mean over seeds (band: 95% interval)"
     _finish_accuracy_plot(ax, runs, x, metric, title)
     return _save(fig, path)
 
@@ -150,7 +151,8 @@ def plot_mean_with_band(ax, x, values: pd.DataFrame, label: str, band: tuple[str
 def mean_curve(runs: list[Run], x: str, metric: str = "accuracy") -> pd.DataFrame:
     """The seeds of one scenario as one curve: for each round that every seed evaluated (the index), the
     mean over seeds of the x axis value at that round's end, and the mean, min and max of `metric`, and the
-    Student's t 95% interval of that mean, ci95_low and ci95_high (analysis.intervals; NaN for one seed).
+    95% interval of the seeds' accuracy, ci95_low and ci95_high: Student's t on logits, taken back, so that it
+    stays within [0, 1] (analysis.intervals, analysis.scales.LOGIT; NaN for one seed).
     Rounds only some seeds have (others stopped at their target) are left out: a mean over the seeds
     still running would jump where one stops. Runs evaluated on simulated time (eval.every_s), whose
     evaluated rounds differ from seed to seed, are matched by evaluation instead: the k-th of each seed."""
@@ -169,11 +171,14 @@ def mean_curve(runs: list[Run], x: str, metric: str = "accuracy") -> pd.DataFram
                                     "y": values[evaluated].to_numpy()}))
     points = pd.concat(points, ignore_index=True)
     in_every_seed = points.groupby(key)["y"].transform("size") == len(runs)
-    curve = points[in_every_seed].groupby(key).agg(
-        x=("x", "mean"), mean=("y", "mean"), min=("y", "min"), max=("y", "max"), std=("y", "std"))
-    # every point has all len(runs) seeds, so one t quantile serves them all
-    half = t_quantile(len(runs) - 1) * curve.pop("std") / np.sqrt(len(runs)) if len(runs) > 1 else np.nan
-    return curve.assign(ci95_low=curve["mean"] - half, ci95_high=curve["mean"] + half)
+    kept = points[in_every_seed]
+    curve = kept.groupby(key).agg(x=("x", "mean"), mean=("y", "mean"), min=("y", "min"), max=("y", "max"))
+    if len(runs) < 2:
+        return curve.assign(ci95_low=np.nan, ci95_high=np.nan)
+    # every point has all len(runs) seeds: one row of seeds a point, all intervals made at once
+    seeds = np.stack(kept.groupby(key)["y"].apply(np.asarray).to_numpy()) if len(curve) else np.empty((0, len(runs)))
+    _, low, high = mean_intervals(seeds, LOGIT)
+    return curve.assign(ci95_low=low, ci95_high=high)
 
 
 def accuracy_axis(x: str) -> AccuracyAxis:

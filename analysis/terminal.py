@@ -1,7 +1,8 @@
 """Text that fits a terminal: what `testbed run | sweep | report` print stays within WIDTH columns (issue 46: the
 run's table was 171 wide and wrapped into an unreadable mess in an 80-column terminal). A table too wide is split
 into blocks of columns, each repeating the columns that name its rows; prose is wrapped at spaces. The csv files
-and report pages keep every table whole: only what is printed is cut."""
+and report pages keep every table whole: only what is printed is cut. `fit_table` prints as pandas does (run's and
+report's tables), `aligned_table` as compare prints its groups."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pandas as pd
 
 WIDTH = 100   # the most columns a printed line takes (issue 46's bound; a path too long for it is never cut)
 LONGEST_CELL = 40  # a longer cell (a run labelled by its folder) is cut from the left: its end tells runs apart
+LABEL_WIDTH = 48  # compare's group label at most: with one more column a block still fits
+ELLIPSIS = "..."
 TARGET = "@"  # the columns of one target ("time_s@0.9", "rounds@0.9") stay in one block where they fit
 
 
@@ -53,9 +56,43 @@ def _shortened(cell) -> str:
     return text if len(text) <= LONGEST_CELL else "..." + text[-(LONGEST_CELL - 3):]
 
 
-def wrap(text: str, width: int = WIDTH) -> str:
-    """Each line of `text` wrapped at spaces to `width`, its continuation indented two spaces; a word longer than
-    a line (a path) is never cut, so that it can still be copied."""
-    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False,
+def wrap(text: str, width: int = WIDTH, indent: str = "  ") -> str:
+    """Each line of `text` longer than `width` wrapped at spaces, its continuation indented by `indent`; a word
+    longer than a line (a path) is never cut, so that it can still be copied."""
+    return "\n".join(textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
                                    break_on_hyphens=False) if len(line) > width else line
                      for line in text.splitlines())
+
+
+def aligned_table(cells: pd.DataFrame, width: int = WIDTH, indent: str = "", left: tuple[str, ...] = ()) -> str:
+    """The cells (text; the header is the column names) as aligned columns, two spaces apart, the first column
+    left-aligned and the others right-aligned (`left` names more left-aligned ones), as compare prints its groups;
+    where they do not fit `width`, cut into blocks one under another, each repeating the first column. A first cell
+    longer than LABEL_WIDTH is shortened in its middle ("fedavg, heter...on=oort"): the files hold it whole."""
+    columns = [str(c) for c in cells.columns]
+    text = [[str(v) for v in cells.iloc[:, i]] for i in range(len(columns))]
+    text[0] = [_middle_shortened(v) for v in text[0]]
+    widths = [max(len(c), *map(len, values)) if values else len(c) for c, values in zip(columns, text)]
+    blocks, block = [], [0]
+    for i in range(1, len(columns)):  # greedily: as many columns as fit beside the first
+        if len(block) > 1 and len(indent) + sum(widths[j] + 2 for j in [*block, i]) - 2 > width:
+            blocks.append(block)
+            block = [0]
+        block.append(i)
+    blocks.append(block)
+
+    def line(i_row: int | None, block: list[int]) -> str:
+        parts = []
+        for j in block:
+            value = columns[j] if i_row is None else text[j][i_row]
+            parts.append(value.ljust(widths[j]) if j == 0 or columns[j] in left else value.rjust(widths[j]))
+        return (indent + "  ".join(parts)).rstrip()
+
+    return "\n\n".join("\n".join(line(i, b) for i in [None, *range(len(cells))]) for b in blocks)
+
+
+def _middle_shortened(label: str) -> str:
+    if len(label) <= LABEL_WIDTH:
+        return label
+    keep = LABEL_WIDTH - len(ELLIPSIS)
+    return label[:keep - keep // 3] + ELLIPSIS + label[len(label) - keep // 3:]

@@ -265,17 +265,17 @@ def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float |
             baseline: str | None = None, metric: str = "accuracy", against: RunFolders | None = None) -> Report:
     """`testbed compare`: the runs grouped by everything but the seed, with the mean±std over seeds of the time,
     uplink and FLOPs to each target and speedups against `baseline`, into out/compare.csv (tables["compare"]),
-    each metric's mean with its 95% interval and, against the baseline, the difference's interval and verdict
-    (intervals.csv, analysis/verdicts.py), and the comparison plots; out defaults to compare/ beside the runs (in
-    the folder that holds them all, e.g. runs/quickstart/compare for runs/quickstart/0 and 1), not the current
-    directory. `against`: the same runs made in another float summation order (e.g. --set executor.threads=2):
-    whether each verdict holds there too (sensitivity.csv; needs a baseline). Parameters as report's, and as
-    report's text, compare's starts with a line for each run it skipped."""
+    each metric's mean with its 95% interval and, against the baseline, the effect's interval and verdict, each
+    metric on its scale (intervals.csv, analysis/verdicts.py, analysis/scales.py), and the comparison plots; out
+    defaults to compare/ beside the runs (in the folder that holds them all, e.g. runs/quickstart/compare for
+    runs/quickstart/0 and 1), not the current directory. `against`: the same runs made in another float summation
+    order (e.g. --set executor.threads=2): whether each verdict holds there too (sensitivity.csv; needs a
+    baseline). Parameters as report's, and as report's text, compare's starts with a line for each run it skipped;
+    its every line fits 100 characters (analysis/compare_text.py)."""
     from analysis.compare import write_comparison
+    from analysis.compare_text import compare_text
     from analysis.discovery import find_runs
     from analysis.origins import mixed_origins
-    from analysis.report import format_seed_table
-    from analysis.verdicts import format_agreement, format_intervals
 
     folders, targets = _folders(runs), _targets(targets)
     with _analysis_errors():
@@ -287,11 +287,7 @@ def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float |
         comparison, written = write_comparison(runs, out, targets, baseline, metric,
                                                against=None if other is None else other.runs())
     skipped = [*found.skipped, *(f"--against: {line}" for line in (other.skipped if other else []))]
-    text = [*skipped, *mixed_origins(runs), format_seed_table(comparison.table), "",
-            format_intervals(comparison.intervals)]
-    if comparison.agreement is not None:
-        text += ["", format_agreement(comparison.agreement)]
-    return _report("\n".join(text), written)
+    return _report(compare_text(comparison, metric, [*skipped, *mixed_origins(runs)]), written)
 
 
 def _validated(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[Scenario, str]:

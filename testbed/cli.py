@@ -43,13 +43,7 @@ def _run(args) -> None:
         said.append(f"server data: {summary['server_samples']} samples, non-IID degree "
                     f"{summary['server_non_iid_degree']:.3f} (its labels against all device data's)")
     print(wrap("\n".join(said)))
-    print(f"\n{result.report.text}\n\nplots:")
-    _print_paths(result.report.files)
-
-
-def _print_paths(paths) -> None:
-    """A list of files written, one a line, each as the user reads it (testbed/paths.py)."""
-    print("\n".join(f"  {user_path(p)}" for p in paths))
+    print(f"\n{result.report.text}" + _written(result.report.files, "plots"))
 
 
 def _print_seeds(runs) -> None:
@@ -100,8 +94,7 @@ def _report(args) -> None:
     # the folders as the user reads them: the lines the analysis writes name them (a run it skipped, a damaged one)
     report = api.report([user_path(p) for p in args.runs], out=args.out, targets=args.target,
                         baseline=args.baseline, metric=args.metric)
-    print(report.text + "\n\nwritten:")
-    _print_paths(report.files)
+    print(report.text + _written(report.files))
 
 
 def _compare(args) -> None:
@@ -109,7 +102,12 @@ def _compare(args) -> None:
 
     report = api.compare(args.runs, out=args.out, targets=args.target, baseline=args.baseline, metric=args.metric,
                          against=args.against)
-    print(report.text + "\n\nwritten:\n" + "\n".join(f"  {p}" for p in report.files))
+    print(report.text + _written(report.files))
+
+
+def _written(files, title: str = "written") -> str:
+    """The files a command wrote, under `title`, a line each, as the user reads them (testbed/paths.py)."""
+    return f"\n\n{title}:\n" + "\n".join(f"  {user_path(p)}" for p in files)
 
 
 def _sweep(args) -> None:

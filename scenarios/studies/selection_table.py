@@ -1,14 +1,15 @@
 """The selection study's table (docs/selection.md): per setup and selector, mean ± std over seeds of the time to
-the target accuracy (and how many seeds reached it), its speed-up over uniform selection (the ratio of the mean
-times), the final accuracy, the uplink megabytes and joules spent to the target, and fairness: devices never
-trained, the Gini coefficient of participation, the worst 10% of devices' local accuracy (analysis/fairness.py).
+the target accuracy (and how many seeds reached it), its speed-up over uniform selection (the ratio of the
+geometric mean times, as testbed compare's), the final accuracy, the uplink megabytes and joules spent to the
+target, and fairness: devices never trained, the Gini coefficient of participation, the worst 10% of devices' local
+accuracy (analysis/fairness.py).
 
     python scenarios/studies/selection_table.py runs/studies/selection [out.csv] [--intervals]
 
-out.csv has each column's 95% interval over seeds too (<column>_ci95_low, _ci95_high: Student's t), the speed-up's
-(speedup_ci95_low, _high: a percentile bootstrap over seeds) and, against uniform in the same setup, the verdicts
-speedup_verdict and final_accuracy_verdict (analysis/intervals.py); --intervals prints them in the cells instead of
-± std.
+out.csv has each column's 95% interval over seeds too (<column>_center, _ci95_low, _ci95_high on the column's
+scale: study_tables.py), the speed-up's (speedup_ci95_low, _high: Welch's t on log times) and, against uniform in the
+same setup, the verdicts speedup_verdict and final_accuracy_verdict (analysis/intervals.py: the accuracy's on
+logits); --intervals prints them in the cells instead of ± std.
 """
 import math
 import sys
@@ -19,7 +20,8 @@ import pandas as pd
 from analysis.fairness import fairness
 from analysis.metrics import cost_to_accuracy
 from analysis.runs import load_run
-from analysis.intervals import difference_interval, ratio_interval, verdict
+from analysis.intervals import effect_interval, ratio_interval, verdict
+from analysis.scales import LOG, LOGIT
 from study_tables import in_interval, plus_minus, seed_columns
 
 # Where the study's target is not the scenario's own: Shakespeare's 20 rounds end early in its training (a model
@@ -52,24 +54,22 @@ def table(folder: str) -> pd.DataFrame:
                        "local_accuracy_p10"):
             row |= seed_columns(group[column], column)
         rows.append(row | against_uniform(group, runs[(runs["setup"] == setup) & (runs["selector"] == "uniform")]))
-    out = pd.DataFrame(rows)
-    uniform = out[out["selector"] == "uniform"].set_index("setup")["time_s"]
-    out["speedup"] = out["setup"].map(uniform) / out["time_s"]
-    return out
+    return pd.DataFrame(rows)
 
 
 def against_uniform(group: pd.DataFrame, uniform: pd.DataFrame) -> dict:
-    """The selector's seeds against uniform's in the same setup (analysis/intervals.py): the speed-up's percentile
-    bootstrap, and the verdicts ("higher", "lower", "within noise", "n=1") of the speed-up (against 1) and of the
-    final accuracy's difference (Welch's interval, against 0); uniform's own row: "baseline"."""
+    """The selector's seeds against uniform's in the same setup (analysis/intervals.py): the speed-up, uniform's
+    geometric mean time over the selector's, with its interval (Welch's t on log times), and the verdicts
+    ("higher", "lower", "within noise", "too few seeds") of the speed-up (against 1) and of the final accuracy's
+    difference (on logits, against 0); uniform's own row: speed-up 1, "baseline"."""
     if uniform.empty or group["selector"].iloc[0] == "uniform":
         verdicts = "n/a" if uniform.empty else "baseline"
-        return {"speedup_ci95_low": math.nan, "speedup_ci95_high": math.nan, "speedup_verdict": verdicts,
-                "final_accuracy_verdict": verdicts}
-    _, low, high = ratio_interval(uniform["time_s"], group["time_s"])
-    _, d_low, d_high = difference_interval(group["final_accuracy"], uniform["final_accuracy"])
-    return {"speedup_ci95_low": low, "speedup_ci95_high": high, "speedup_verdict": verdict(low, high, null=1.0),
-            "final_accuracy_verdict": verdict(d_low, d_high)}
+        return {"speedup": math.nan if uniform.empty else 1.0, "speedup_ci95_low": math.nan,
+                "speedup_ci95_high": math.nan, "speedup_verdict": verdicts, "final_accuracy_verdict": verdicts}
+    speedup, low, high = ratio_interval(uniform["time_s"], group["time_s"])
+    _, d_low, d_high = effect_interval(group["final_accuracy"], uniform["final_accuracy"], LOGIT)
+    return {"speedup": speedup, "speedup_ci95_low": low, "speedup_ci95_high": high,
+            "speedup_verdict": verdict(low, high, null=LOG.null), "final_accuracy_verdict": verdict(d_low, d_high)}
 
 
 def markdown(out: pd.DataFrame, intervals: bool = False) -> str:

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from scipy.special import expit, logit
 
 from analysis.plots import mean_curve, plot_accuracy, plot_accuracy_mean, plot_breakdown, plot_gantt
 from analysis.runs import load_run
@@ -74,15 +75,16 @@ def test_mean_curve_averages_the_rounds_every_seed_evaluated(three_seeds):
     assert list(mean_curve(three_seeds, "flops")["x"]) == pytest.approx([1200, 3000])
 
 
-def test_mean_curve_has_the_t_interval_of_its_mean_and_none_for_one_seed(three_seeds):
-    """Round 2: 0.42, 0.42, 0.3: mean 0.38, sample std sqrt(0.0048) (deviations 0.04, 0.04, -0.08), so
-    0.38 ± t(0.975, 2) * sqrt(0.0048 / 3) = 0.38 ± 4.3027 * 0.04 = 0.38 ± 0.1721."""
+def test_mean_curve_has_the_t_interval_of_its_accuracy_on_logits_and_none_for_one_seed(three_seeds):
+    """Round 2: 0.42, 0.42, 0.3, on logits -0.322773, -0.322773, -0.847298: mean -0.497615, sample std 0.302834,
+    so -0.497615 ± t(0.975, 2) * 0.302834 / sqrt(3) = -0.497615 ± 0.752282, taken back by 1 / (1 + e^-x):
+    [0.2227, 0.5633] (Student's t on the values would give 0.38 ± 0.1721)."""
     curve = mean_curve(three_seeds, "time")
-    assert curve.loc[2, "ci95_low"] == pytest.approx(0.38 - 4.302653 * 0.04, abs=1e-6)
-    assert curve.loc[2, "ci95_high"] == pytest.approx(0.38 + 4.302653 * 0.04, abs=1e-6)
-    values = [0.81, 0.6, 0.9]   # round 4, against scipy's own t interval
+    assert (curve.loc[2, "ci95_low"], curve.loc[2, "ci95_high"]) == pytest.approx((0.222718, 0.563325), abs=1e-6)
+    values = logit([0.81, 0.6, 0.9])   # round 4, against scipy's own t interval on the logits
     low, high = stats.t.interval(0.95, 2, loc=np.mean(values), scale=stats.sem(values))
-    assert (curve.loc[4, "ci95_low"], curve.loc[4, "ci95_high"]) == pytest.approx((low, high))
+    assert (curve.loc[4, "ci95_low"], curve.loc[4, "ci95_high"]) == pytest.approx((expit(low), expit(high)))
+    assert 0 < curve["ci95_low"].min() and curve["ci95_high"].max() < 1
     one = mean_curve(three_seeds[:1], "time")
     assert one["ci95_low"].isna().all() and one["ci95_high"].isna().all()  # one seed: no band, never a made-up one
 
