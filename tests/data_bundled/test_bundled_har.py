@@ -158,9 +158,12 @@ def test_the_unpickler_refuses_any_other_global():
 
 
 @pytest.mark.slow
-def test_the_har_scenario_reaches_its_target(tmp_path):
-    """scenarios/har.yaml's promise (its stop line): 0.85 test accuracy within its 40 rounds (0.879 measured)."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_har_scenario_reaches_its_target(tmp_path, threads):
+    """scenarios/har.yaml's promise (its stop line): 0.85 test accuracy within its 60 rounds, on one torch thread
+    and on two (another float summation order), without diverging (0.873 and 0.876 measured, issue 45)."""
     from testbed.cli import main
-    assert main(["run", str(ROOT / "scenarios/har.yaml"), "--out", str(tmp_path), "--quiet"]) == 0
+    assert main(["run", str(ROOT / "scenarios/har.yaml"), "--out", str(tmp_path), "--quiet",
+                 "--set", f"executor.threads={threads}"]) == 0
     summary = json.loads((tmp_path / "har/0/summary.json").read_text())
     assert summary["time_to_accuracy_s"]["0.85"] is not None and summary["final_accuracy"] >= 0.85
