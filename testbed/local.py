@@ -311,9 +311,8 @@ def train_stacked(objective: Objective, params: list[Params], xs: list[torch.Ten
         x = data_x[gather].unflatten(0, (len(clients), -1))
         y = data_y[gather].unflatten(0, (len(clients), -1))
         grads, (losses, aux) = step(take(stacked), take(anchor), x, y, take(extra))
-        grads = cfg.clipped(grads, clients=True)
         old = take(stacked)
-        new, new_state = cfg.step(old, grads, take(state))
+        new, new_state = cfg.step(old, cfg.clipped(grads, clients=True), take(state))
         new = _frozen(old, new, aux)
         if everyone:
             stacked, state = new, new_state
