@@ -14,9 +14,12 @@ profile (SharedTimeline.spent), so bytes are conserved. A transfer the links nev
 seconds bit for bit, so links that never bind change no instant.
 
 A synchronous round solves its tasks alone. An asynchronous server adds tasks while others are in flight: each
-dispatch at t solves again from t, the tasks in flight `carried` with the bytes they still have (the fluid model
-is memoryless between events, so this gives the instants one solve of the whole would, to rounding), and their
-timelines are replaced from t on.
+dispatch at t solves its new transfers from t; a task in flight (`carried`) keeps its earlier solve, timeline and
+all, unless its transfers meet the new ones (or what the re-solved ones were) on a link at capacity, or its own
+device goes offline before it ends; then it is solved again from t with the bytes it still has (the fluid model
+is memoryless between events, and sets of flows that never meet at capacity are solved exactly apart:
+network/meeting.py), and its timeline is replaced from t on. Either way the instants are those of one solve of
+the whole, to rounding.
 """
 from __future__ import annotations
 
