@@ -42,7 +42,9 @@ class WandbTracker(Tracker):
         quiet = {} if "WANDB_SILENT" in os.environ else {"silent": True}
         wait = {} if "WANDB_INIT_TIMEOUT" in os.environ else {"init_timeout": 30.0}
         settings = wandb.Settings(console="off", reinit="create_new", **quiet, **wait)
-        folder = Path(os.environ.get("WANDB_DIR") or self.run.folder)   # W&B keeps its runs in FOLDER/wandb/
+        # W&B keeps its runs in FOLDER/wandb/; absolute, since W&B's service process, started by an earlier run
+        # of this process, resolves a relative one against its own folder, not the current one
+        folder = Path(os.environ.get("WANDB_DIR") or self.run.folder).absolute()
         folder.mkdir(parents=True, exist_ok=True)  # W&B wants its dir there; an unwritable one fails here
         self.wandb = wandb.init(
             project=self.target or os.environ.get("WANDB_PROJECT") or PROJECT, group=self.run.group,

@@ -88,7 +88,7 @@ def test_a_tracked_run_says_where_each_tracker_keeps_it_and_writes_nothing_here(
     assert sorted(os.listdir(tmp_path / "runs")) == ["mlartifacts", "mlflow.db", "tiny"]
     assert list(testbed.report("runs", out="report").tables["tta"]["run"]) == ["tiny/0"]
     rounds = pd.read_csv(tmp_path / "runs" / "tiny" / "0" / "rounds.csv")
-    history = read_offline_run("runs/tiny/0", wait_s=120).history
+    history = read_offline_run("runs/tiny/0", wait_s=20).history
     assert list(history["_step"]) == list(rounds["round"]) and list(history["sim_time_s"]) == list(rounds["t_end_s"])
     assert list(history["accuracy"]) == pytest.approx(list(rounds["accuracy"]))
 

@@ -27,17 +27,17 @@ def runs(tmp_path_factory):
             mp.delenv(name, raising=False)
         run = tracked_run(out, group="sweep", name="sweep-fedavg/0")
         play(Trackers(["wandb=proj"], run), run, say=folders["lines"].append)
-        got["sweep"], folders["sweep"] = read_offline_run(run.folder, wait_s=120), run.folder
+        got["sweep"], folders["sweep"] = read_offline_run(run.folder, wait_s=20), run.folder
         run = dataclasses.replace(tracked_run(out, name="failed/0"), scenario="failed")
         play(Trackers(["wandb"], run), run, end="failed: the data is gone")
-        got["failed"], folders["failed"] = read_offline_run(run.folder, wait_s=120), run.folder
+        got["failed"], folders["failed"] = read_offline_run(run.folder, wait_s=20), run.folder
         mp.setenv("WANDB_DIR", str(out / "elsewhere"))
         run = dataclasses.replace(tracked_run(out, name="interrupted/0"), scenario="interrupted")
         trackers = Trackers(["wandb"], run)
         trackers.start()
         trackers.log(ROWS[0])
         trackers.close("interrupted")
-        got["interrupted"], folders["interrupted"] = read_offline_run(out / "elsewhere", wait_s=120), run.folder
+        got["interrupted"], folders["interrupted"] = read_offline_run(out / "elsewhere", wait_s=20), run.folder
     return got, folders
 
 
