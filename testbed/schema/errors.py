@@ -90,5 +90,6 @@ def describe(err: ValidationError) -> str:
         words, example = BOOLEAN_WORDS[value]
         message += f"; YAML reads {words} as the boolean {value}: quote the word, e.g. '{example}'"
     more = len(err.errors()) - 1
-    text = f"{loc}: {message}" if loc else message
+    # a section's own check may name the field under it already ("data.options.dataset: ..."): said once
+    text = f"{loc}: {message}" if loc and not message.startswith(f"{loc}.") else message
     return text + (f" (and {more} more)" if more else "")

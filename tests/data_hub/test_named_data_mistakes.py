@@ -18,7 +18,7 @@ from testbed.data.partition import shards
 from testbed.schema.hub import looks_like_path
 from testbed.schema.partitioners import PartitionError
 
-MISSING = "data: data.options.dataset: no such file or folder:"
+MISSING = "data.options.dataset: no such file or folder:"
 
 
 def _digits(root, n=600, classes=10):

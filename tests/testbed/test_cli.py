@@ -172,7 +172,7 @@ BAD_DATA = {
     "missing data folder": ({"name": "cifar10", "root": "no/such/dir"}, "data.root: no folder at"),
     "root for bundled data": ({"name": "mnist5k", "root": "."}, "data: dataset 'mnist5k' ships with the testbed"),
     "unknown option": ({"name": "synthetic", "options": {"gamma": 1}},
-                       "data: data.options: gamma is not an option of dataset 'synthetic' (it takes: alpha, beta"),
+                       "data.options: gamma is not an option of dataset 'synthetic' (it takes: alpha, beta"),
 }
 
 

@@ -47,7 +47,7 @@ QUICKSTART = (ROOT / "scenarios" / "quickstart.yaml").read_text()
     ("\nclient:", "\nclent:", "clent: unknown key; remove it or correct its spelling: did you mean 'client'?"),
     ("name: fedavg}", "name: fedavgg}", "algorithm.name: unknown 'fedavgg'; choose one of: 'fedavg'"),
     ("name: cnn_512}", "name: cnn_521}", "model.name: unknown model 'cnn_521'"),
-    ("name: mnist5k\n", "name: mnist5k\n  options: {seq_len: 3}\n", "data: data.options: seq_len is not an option"),
+    ("name: mnist5k\n", "name: mnist5k\n  options: {seq_len: 3}\n", "data.options: seq_len is not an option"),
     ("name: mnist5k\n", "name: mnist5k\n  root: .\n", "dataset 'mnist5k' ships with the testbed; remove data.root"),
     ("max_rounds: 60", "max_rounds: many", "stop.max_rounds"),
 ])
