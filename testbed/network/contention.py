@@ -209,7 +209,7 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
             break
         was = [tasks[i] for i in order if tasks[i].carried]
         was_links = _links(topology, [task.device for task in was], direction, server) if was else links[:0]
-        both = meeting.OnLinks((meeting.of_solved(flows), links), (standing.of(was, t), was_links),
+        both = meeting.OnLinks((meeting.of_solved(flows), links), (standing.of([task.tl for task in was]), was_links),
                                (standing.segments, standing.links), topology.capacity[direction])
         if apart and both.apart_fails():
             apart = False
@@ -234,27 +234,23 @@ class _Standing:
 
     def __init__(self, topology: Topology, direction: str, t: float, kept: dict[int, Carried], server: bool):
         self.t, self.up = t, direction == "up"
-        self.carried = {i: c for i, c in kept.items()
-                        if (p := c.timeline.up_profile if self.up else c.timeline.down_profile) and p[0][-1] > t}
-        self.segments = meeting.of_profiles([self._profile(c) for c in self.carried.values()], t)
+        self.carried = {i: c for i, c in kept.items() if (p := self.profile(c.timeline)) and p[0][-1] > t}
+        self.segments = self.of([c.timeline for c in self.carried.values()])
         self.links = _links(topology, [c.device for c in self.carried.values()], direction, server)
 
-    def _profile(self, c: Carried) -> Profile:
-        return self.was(c.timeline)
-
-    def was(self, timeline: SharedTimeline) -> Profile:
+    def profile(self, timeline: SharedTimeline) -> Profile:
         return timeline.up_profile if self.up else timeline.down_profile
 
-    def of(self, tasks: list["_State"], t: float) -> meeting.Segments:
-        """The carried tasks' flows of this direction as their earlier solve had them, from t on."""
-        return meeting.of_profiles([self.was(task.tl) for task in tasks], t)
+    def of(self, timelines: list[SharedTimeline]) -> meeting.Segments:
+        """These timelines' flows of this direction as their earlier solve had them, from t on."""
+        return meeting.of_profiles([self.profile(timeline) for timeline in timelines], self.t)
 
     def take(self, mask: np.ndarray) -> list[int]:
         """Those of `mask` leave the kept set; returns their indices."""
         taken = np.fromiter(self.carried, np.int64, len(self.carried))[mask].tolist()
         gone = set(taken)
         self.carried = {i: c for i, c in self.carried.items() if i not in gone}
-        self.segments = meeting.of_profiles([self._profile(c) for c in self.carried.values()], self.t)
+        self.segments = self.of([c.timeline for c in self.carried.values()])
         self.links = self.links[~mask]
         return taken
 
