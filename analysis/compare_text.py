@@ -41,14 +41,14 @@ VS = "vs baseline [95% CI]"
 def compare_text(comparison, metric: str, notes: list[str] = ()) -> str:
     """The whole printout of compare's tables (an analysis.compare.Comparison), after the notes (skipped runs,
     mixed origins), each wrapped."""
-    parts = [*(wrap(note, indent="  ") for note in notes), format_seed_table(comparison.table, metric),
+    parts = [*(wrap(note, indent="  ") for note in notes), format_group_table(comparison.table, metric),
              format_intervals(comparison.intervals)]
     if comparison.agreement is not None:
         parts.append(format_agreement(comparison.agreement))
     return "\n\n".join(parts)
 
 
-def format_seed_table(table: pd.DataFrame, metric: str) -> str:
+def format_group_table(table: pd.DataFrame, metric: str) -> str:
     """SEED_NOTE, the whole-run block and one block per target of compare.csv's table, as the module says."""
     cells = seed_table_cells(table)
     blocks = [wrap(SEED_NOTE), aligned_table(_block(cells, {c: RUN_COLUMNS[c] for c in RUN_COLUMNS if c in cells}))]
