@@ -5,8 +5,8 @@ Semantics:
 - `dataset`: a local path where one exists (`~` the home folder; a .parquet/.csv/.json file: its rows are the
   training split; a folder: what load_dataset infers, parquet files named train-*/test-* or an imagefolder
   train/<label>/x.png), else a Hub name read at `revision` (the schema resolves it: schema/hub.py); text that
-  can only be a path (schema/hub.py's looks_like_path) and names nothing is refused as a missing path. Offline (HF_HUB_OFFLINE=1) a Hub
-  dataset is read from the Hugging Face cache.
+  can only be a path (schema/hub.py's looks_like_path) and names nothing is refused as a missing path. Offline
+  (HF_HUB_OFFLINE=1) a Hub dataset is read from the Hugging Face cache.
 - Splits: the training set is `train_split`, the test set `test_split`. A dataset without that test split is
   refused with its splits listed, unless `test_fraction` is given: then that share of the training split
   (rounded, at least one sample) is held out as the test set, the same samples whatever the scenario's seed (a
