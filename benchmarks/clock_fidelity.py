@@ -1,11 +1,15 @@
 """How well each clock predicts a real training step on this machine (issue 43).
 
-1. Calibrate (testbed calibrate's code, --budget seconds, one torch thread), or read --profile FILE.
+1. Calibrate (testbed calibrate's code, one torch thread), or read --profile FILE.
 2. Time real training steps (trace.py's step: forward, cross-entropy, backward, SGD update; one thread; the fastest
    of --rounds medians, in rounds over all cases, as testbed/latency/timing.py explains) of every built-in model at widths 1, 0.5 and 0.25 and batch sizes 10 and 32, and of models that
    calibration never ran (OWN below: depthwise convolutions, an attention block, a wide MLP, a GRU).
 3. Predict each with the latency clock (the calibrated file) and with the FLOP clock at its single best efficiency
    fitted on the same measurements (the geometric mean of measured / counted-FLOPs seconds).
+The VM drifts by 5-15% over minutes (RESULTS.md), so calibration and measurement alternate: calibration's first
+round (new networks, --budget x 0.36 seconds, as `testbed calibrate --budget` spends), then --rounds rounds each
+of one calibration round over those networks and one round over the cases; both keep their fastest, and the fit
+comes last. The cases are never among calibration's networks. With --profile, only the cases' rounds run.
 Errors are |predicted / measured - 1|, raw and after one common scale factor per clock (the geometric mean of
 measured / predicted over the zoo cases: it separates the VM's drift between calibration and measurement from
 the predictor's shape). Each case is printed as it is measured, then the summary; --csv writes the cases.
@@ -26,10 +30,9 @@ from torch import nn
 
 from _harness import machine
 from testbed.flops import forward_flops_per_sample, training_flops
-from testbed.latency.calibration import Measurement, calibrate
+from testbed.latency.calibration import (FIRST_ROUND, FIT_SHARE, Measurement, fit, machine_record, measure_round,
+                                         new_networks, timing_overhead)
 from testbed.latency.networks import Workload
-from testbed.latency.timing import Fastest
-from testbed.latency.trace import trace_step
 from testbed.models import MODELS
 from testbed.models.summary import REFERENCE_INPUTS
 
@@ -120,9 +123,33 @@ def summary(label: str, predicted: np.ndarray, measured: np.ndarray, zoo: np.nda
     return lines
 
 
+def alternate(args, steps: list[Measurement]):
+    """Calibration's rounds and the cases' rounds, alternated (the module's docstring); the fitted clock."""
+    start, overhead = time.perf_counter(), timing_overhead("cpu")
+    if args.profile:
+        from testbed.latency.clock import calibration_of
+        model, nets = calibration_of(args.profile), []
+    else:
+        nets = new_networks(FIRST_ROUND * FIT_SHARE * args.budget, "cpu", overhead)
+        print(f"calibration's first round: {len(nets)} networks in {time.perf_counter() - start:.0f} s", flush=True)
+    for r in range(args.rounds):
+        if nets:
+            measure_round(nets, overhead)
+        for m in steps:
+            m.fastest.add({"step": m.step_seconds(0.2)})
+        print(f"round {r + 1} of {args.rounds} measured ({time.perf_counter() - start:.0f} s)", flush=True)
+    if not nets:
+        return model
+    model = fit(nets, machine_record("cpu", 1, args.budget, nets))
+    if args.out:
+        from testbed.latency.device_file import write_device_file
+        write_device_file(args.out, model, "calibrated")
+    return model
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=float, default=180.0)
+    parser.add_argument("--budget", type=float, default=180.0, help="sets calibration's first round, as above")
     parser.add_argument("--profile", help="a calibrated device file to use instead of calibrating")
     parser.add_argument("--out", help="where to write the calibrated device file")
     parser.add_argument("--csv", help="write every case here")
@@ -131,28 +158,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(machine())
-    if args.profile:
-        from testbed.latency.clock import calibration_of
-        model = calibration_of(args.profile)
-    else:
-        start = time.perf_counter()
-        model = calibrate(args.budget)
-        print(f"calibrated in {time.perf_counter() - start:.0f} s: {model.machine['networks']} networks")
-        if args.out:
-            from testbed.latency.device_file import write_device_file
-            write_device_file(args.out, model, "calibrated")
     rows, steps = [], []
     for label, net, example, batch, own in cases(set(args.skip)):
-        latency, _ = model.step_seconds(trace_step(net, example, batch))
-        flops = 2 * training_flops(forward_flops_per_sample(net, example), batch)
-        rows.append({"case": label, "own": own, "latency_ms": latency * 1e3, "flops": flops})
         steps.append(Measurement(Workload(net, example, batch, label), "cpu"))
-    fastest = Fastest()
-    for r in range(args.rounds):
-        fastest.add({i: m.step_seconds(0.2) for i, m in enumerate(steps)})
-        print(f"round {r + 1} of {args.rounds} measured", flush=True)
-    for i, row in enumerate(rows):
-        row["measured_ms"] = fastest.best[i] * 1e3
+        flops = 2 * training_flops(forward_flops_per_sample(net, example), batch)
+        rows.append({"case": label, "own": own, "flops": flops})
+    model = alternate(args, steps)
+    for row, m in zip(rows, steps):
+        row["latency_ms"] = model.step_seconds(m.trace)[0] * 1e3
+        row["measured_ms"] = m.fastest.best["step"] * 1e3
         print(f"{row['case']:28s} measured {row['measured_ms']:9.3f} ms  latency clock {row['latency_ms']:9.3f} ms "
               f"({row['latency_ms'] / row['measured_ms']:5.2f}x)")
     measured = np.array([r["measured_ms"] for r in rows])

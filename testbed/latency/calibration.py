@@ -93,23 +93,35 @@ def timing_overhead(device: str) -> float:
 def measure(budget_s: float, device: str = "cpu", progress=None, seed: int = 0) -> list[Measurement]:
     """Networks measured in rounds (timing.py): new networks for FIRST_ROUND of the measuring time (at least
     MIN_NETWORKS), then rounds over the same ones until FIT_SHARE of the budget is spent."""
-    nets: list[Measurement] = []
     start, end = time.perf_counter(), FIT_SHARE * budget_s
     elapsed = lambda: time.perf_counter() - start   # noqa: E731
     overhead = timing_overhead(device)
+    nets = new_networks(FIRST_ROUND * end, device, overhead, progress, seed)
+    while elapsed() < end:
+        measure_round(nets, overhead, lambda: elapsed() / end, progress)
+    return nets
+
+
+def new_networks(seconds: float, device: str, overhead: float, progress=None, seed: int = 0) -> list[Measurement]:
+    """The first round: new networks, each measured once, for `seconds` (at least MIN_NETWORKS of them)."""
+    nets: list[Measurement] = []
+    start = time.perf_counter()
     for work in workloads(seed):
-        if elapsed() > FIRST_ROUND * end and len(nets) >= MIN_NETWORKS:
+        if time.perf_counter() - start > seconds and len(nets) >= MIN_NETWORKS:
             break
         nets.append(Measurement(work, device))
         nets[-1].take(overhead)
-        _tell(progress, elapsed() / end, work.label)
-    while elapsed() < end:
-        for m in nets:
-            if elapsed() >= end:
-                break
-            m.take(overhead)
-            _tell(progress, elapsed() / end, m.work.label)
+        _tell(progress, (time.perf_counter() - start) / seconds * FIRST_ROUND, work.label)
     return nets
+
+
+def measure_round(nets: list[Measurement], overhead: float, done=None, progress=None) -> None:
+    """One more round over the networks; `done()` (the share of the budget spent) stops it at 1."""
+    for m in nets:
+        if done is not None and done() >= 1:
+            break
+        m.take(overhead)
+        _tell(progress, done() if done else 1.0, m.work.label)
 
 
 def _tell(progress, fraction: float, label: str) -> None:
