@@ -13,6 +13,8 @@ DeviceProfile's units exactly:
     memory_bytes    bytes of RAM a training process may use                             optional: memory limits
     memory_Bps      memory bandwidth in bytes/s                                         optional: compute: latency
     call_overhead_s seconds each dispatched operation costs beyond its work             optional: compute: latency
+    sparse_efficiency  share of its dense rate the device's sparse kernels reach on     optional: compute: latency
+                    a masked model's kept entries, in (0, 1] (testbed/latency/clock.py)
 
 and, for every figure it gives, `<figure>_source`: where that figure comes from, or "assumed: why" (the built-in
 catalog in devices/catalog.py documents each of its figures the same way). A profile may also carry `latency`, the
@@ -45,13 +47,13 @@ import yaml
 
 from .catalog import CATALOG
 from .latency import calibration_from_dict
-from .profiles import POWER_FIELDS, RESOURCE_FIELDS, ROOFLINE_FIELDS, DeviceProfile
+from .profiles import POWER_FIELDS, RESOURCE_FIELDS, ROOFLINE_FIELDS, SPARSE_FIELD, DeviceProfile
 
 REQUIRED_FIGURES = ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s")
-FIGURES = REQUIRED_FIGURES + RESOURCE_FIELDS + ROOFLINE_FIELDS
+FIGURES = REQUIRED_FIGURES + RESOURCE_FIELDS + ROOFLINE_FIELDS + (SPARSE_FIELD,)
 UNITS = {"peak_flops": "FLOP/s", "efficiency": "a fraction of the peak", "up_Bps": "bytes/s", "down_Bps": "bytes/s",
          "latency_s": "seconds", "memory_bytes": "bytes", "memory_Bps": "bytes/s",
-         "call_overhead_s": "seconds"} | {field: "watts" for field in POWER_FIELDS}
+         "call_overhead_s": "seconds", SPARSE_FIELD: "a share of the dense rate, in (0, 1]"} | {field: "watts" for field in POWER_FIELDS}
 SOURCE_SUFFIX = "_source"
 KEYS = ("name",) + tuple(key for figure in FIGURES for key in (figure, figure + SOURCE_SUFFIX)) + ("latency",)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")  # a profile's name ends up in tables and plot labels

@@ -12,6 +12,8 @@ RESOURCE_FIELDS = POWER_FIELDS + ("memory_bytes",)
 # The latency clock's roofline figures (testbed/latency/): None where a profile has none; `compute: latency` then
 # asks for them, unless the profile carries a calibration.
 ROOFLINE_FIELDS = ("memory_Bps", "call_overhead_s")
+# The latency clock's sparse kernels (testbed/latency/clock.py): None where a device has none, as most runtimes
+SPARSE_FIELD = "sparse_efficiency"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class DeviceProfile:
     memory_bytes: float | None = None  # RAM a training process may use (total RAM less the OS and apps)
     memory_Bps: float | None = None    # memory bandwidth, bytes/s (the latency clock's roofline)
     call_overhead_s: float | None = None  # seconds each dispatched operation costs beyond its work (the same)
+    # sparse kernels: the share of its dense rate a device reaches on a masked model's kept entries, in (0, 1]
+    sparse_efficiency: float | None = None
     latency: object = field(default=None, compare=False)   # a calibration (devices/latency.Calibrated) or None
 
     def __post_init__(self):
@@ -55,6 +59,8 @@ class DeviceProfile:
             _set_number(self, "memory_Bps", lambda x: x > 0, "a finite number > 0")
         if self.call_overhead_s is not None:
             _set_number(self, "call_overhead_s", lambda x: x >= 0, "a finite number >= 0")
+        if self.sparse_efficiency is not None:
+            _set_number(self, "sparse_efficiency", lambda x: 0 < x <= 1, "a number in (0, 1]")
 
     @property
     def missing_roofline(self) -> list[str]:

@@ -15,6 +15,11 @@ Exact semantics:
   at its own shapes; a device that receives the whole model and masks it (FedLPS, IMC's unstructured masks) runs
   the dense shape, since no smaller dense network exists (a masked FedLPS unit still feeds its bias forward) and
   a runtime without sparse kernels computes every entry.
+- Sparse kernels: a profile with `sparse_efficiency` e (in (0, 1]; none by default) runs such a masked task (the
+  whole model sent, its Task.forward_flops below the model's) at min(dense, dense x s / e) seconds, s the task's
+  counted forward FLOPs over the model's (its kept share, as the FLOP clock counts it): every op of the step is
+  taken to shrink with the kept FLOPs at e times the dense rate (e = 1: the best a sparse runtime could do), and
+  a runtime whose sparse kernels are slower than its dense ones runs dense.
 - The predictor of a device is its profile's calibration where it has one (`testbed calibrate`), else the
   roofline of its figures (peak_flops x efficiency, memory_Bps, call_overhead_s).
 - Only the clock changes: bytes, counted FLOPs (rounds.csv's `flops`) and the algorithms' own cost estimates
@@ -37,7 +42,7 @@ import torch
 
 from devices.latency import Calibrated, Roofline
 from devices.profiles import DeviceProfile
-from testbed.flops import FLOPS_PER_MULTIPLY_ADD
+from testbed.flops import FLOPS_PER_MULTIPLY_ADD, forward_flops_per_sample
 from testbed.latency.shrink import shape_key, shrunk
 from testbed.latency.trace import at_batch, trace_step
 
@@ -146,6 +151,7 @@ class FleetLatency:
             from testbed.local import LocalSGD
             self.client = LocalSGD(**exp.scenario.client.model_dump())
         self.steps = StepClock(exp.model, exp.dataset.train_x[:1], self.client)
+        self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])   # the dense model's
         self.profiles = [g.profile for g in exp.fleet.groups]
         self.group = exp.fleet.group
         self.nominal = exp.fleet.peak_flops * exp.fleet.efficiency
@@ -157,13 +163,22 @@ class FleetLatency:
         if key not in self._seconds:
             self._seconds[key] = self.steps.task_seconds(self.profiles[key[0]], self.client.batch_sizes(key[2]),
                                                          key[1])
-        return self._seconds[key]
+        return sparse_seconds(self._seconds[key], self.profiles[key[0]].sparse_efficiency,
+                              task.forward_flops if key[1] == FULL else None, self.forward_flops)
 
     def capacity(self, task, flops: int, capacity_flops_per_s: float) -> float:
         """The FLOP/s at which `flops` take the task's predicted seconds at this round's capability (the tier:
         capacity over the device's nominal FLOP/s)."""
         tier = capacity_flops_per_s / float(self.nominal[task.device])
         return FLOPS_PER_MULTIPLY_ADD * flops * tier / self.seconds(task)
+
+
+def sparse_seconds(dense_s: float, efficiency: float | None, kept_flops: int | None, model_flops: int) -> float:
+    """A masked task's seconds on sparse kernels (the module's docstring): dense_s where the device has none or
+    the task is not masked."""
+    if efficiency is None or kept_flops is None or kept_flops >= model_flops:
+        return dense_s
+    return min(dense_s, dense_s * (kept_flops / model_flops) / efficiency)
 
 
 def step_time(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, profile, optimizer=None) -> float:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # read where a catalog file is given (devices.load_device_cat
 
 MB = 2**20
 PROFILE_OVERRIDES = ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s",
-                     "train_W", "up_W", "down_W", "idle_W")
+                     "train_W", "up_W", "down_W", "idle_W", "sparse_efficiency")
 # The validation context's key under which the fleet hands its catalog files' profiles to the groups naming them
 # (pydantic shows a field's validators only its own model's data; the context is the scenario's, one a validation).
 FILE_PROFILES = "device_profiles_from_files"
@@ -94,6 +94,9 @@ class DeviceGroup(Strict):
     down_W: NonNegativeFloat | None = None
     idle_W: NonNegativeFloat | None = None
     memory_MB: PositiveFloat | None = None      # RAM a training process may use; MB = 2**20 bytes, as RAM is quoted
+    # sparse kernels' share of the dense rate (compute: latency); left out of the resolved scenario where not given,
+    # so that the run folders and checkpoints of earlier scenarios read as the same scenario
+    sparse_efficiency: Capability | None = Field(None, exclude_if=lambda e: e is None)
     # Resource processes, each off unless given:
     battery: Battery | None = None
     speed: Rate | None = None                   # scales the group's FLOP/s over time
