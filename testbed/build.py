@@ -3,7 +3,8 @@ Experiment): dataset, partition, model, fleet, strategy, selector, staleness fun
 own random stream spawned from the scenario's seed, and the contracts that check the plugins among them. The
 schema (testbed/schema/) stays plain data and the protocols never import this module: what the sections name is
 made here, through the module that knows each kind (testbed/data/loading.py, testbed/models/factory.py,
-testbed/strategies.py, testbed/staleness.py)."""
+testbed/strategies.py, testbed/staleness.py; the selector by testbed/validation.py's selector_of, which asks it
+what validation asks)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -17,7 +18,6 @@ from testbed.data.clients import ClientData, assign
 from testbed.data.loading import load_dataset
 from testbed.data.partition import label_histograms
 from testbed.data.server import SharedData, carve, share_with_devices
-from testbed import plugins
 from testbed.contracts import Contracts, check_model
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
@@ -28,9 +28,8 @@ from testbed.local import LocalSGD
 from testbed.payload import CODECS
 from testbed.algorithms.base import Build
 from testbed.schema.scenario import Scenario
-from testbed.schema.selection import Selection
-from testbed.selection import SELECTORS, Selector
 from testbed.strategies import strategy_of
+from testbed.validation import selector_of
 from testbed.experiment import Experiment, Purpose, stream
 from testbed.models.factory import make_model
 from testbed.staleness import staleness_of
@@ -82,7 +81,7 @@ def build(scenario: Scenario) -> Experiment:
         scenario.clients_per_round, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
         lambda: initial_accuracy(model, dataset, clients)))
     executor = _executor(scenario, model, dataset)
-    selector = selector_of(scenario.selection)
+    selector = selector_of(scenario)
     contracts = Contracts(scenario, strategy, selector, dict(model.named_parameters()), fleet.n,
                           Placement.of(scenario.executor, strategy).server)
     protocol = scenario.protocol
@@ -130,10 +129,3 @@ def initial_accuracy(model: torch.nn.Module, dataset: Dataset, clients: ClientDa
     params = {n: p.detach() for n, p in model.named_parameters()}
     correct, _ = score(model, params, dataset.train_x, dataset.train_y)
     return np.array([correct[idx].mean() if len(idx) else 0.0 for idx in clients.train])
-
-
-def selector_of(section: Selection) -> Selector:
-    """A fresh selector of the `selection:` section: its class with its options (validation built one already,
-    so options it refuses never reach a run)."""
-    return plugins.resolve("selector", SELECTORS, section.name)(**section.options)
-
