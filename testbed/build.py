@@ -4,7 +4,8 @@ own random stream spawned from the scenario's seed, and the contracts that check
 schema (testbed/schema/) stays plain data and the protocols never import this module: what the sections name is
 made here, through the module that knows each kind (testbed/data/loading.py, testbed/models/factory.py,
 testbed/strategies.py, testbed/staleness.py; the selector by testbed/validation.py's selector_of, which asks it
-what validation asks)."""
+what validation asks). check_builtins: hold the built-in plugins to their contracts too, as user code is (the
+tests run every built-in through them; testbed/contracts.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -36,7 +37,7 @@ from testbed.staleness import staleness_of
 from testbed.submodel import SubmodelCosts
 
 
-def build(scenario: Scenario) -> Experiment:
+def build(scenario: Scenario, *, check_builtins: bool = False) -> Experiment:
     seed = scenario.seed
     dataset = load_dataset(scenario.data)
     fleet = devices.Fleet.build(scenario.fleet.specs(), stream(seed, Purpose.FLEET))
@@ -74,7 +75,8 @@ def build(scenario: Scenario) -> Experiment:
             clients.train, server, count, np.random.default_rng(stream(seed, Purpose.SERVER_DATA, 1))))
     torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
     model = make_model(scenario.model.name, scenario.model.width, dataset.sample_shape, dataset.num_classes)
-    check_model(scenario.model.name, model, dataset.train_x[:2], dataset.num_classes)  # logits for every class
+    check_model(scenario.model.name, model, dataset.train_x[:2], dataset.num_classes,   # logits for every class
+                check_builtins)
     client = LocalSGD(**scenario.client.model_dump())
     strategy = strategy_of(scenario.algorithm, Build(
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
@@ -83,7 +85,7 @@ def build(scenario: Scenario) -> Experiment:
     executor = _executor(scenario, model, dataset)
     selector = selector_of(scenario)
     contracts = Contracts(scenario, strategy, selector, dict(model.named_parameters()), fleet.n,
-                          Placement.of(scenario.executor, strategy).server)
+                          Placement.of(scenario.executor, strategy).server, check_builtins)
     protocol = scenario.protocol
     weight = staleness_of(**protocol.staleness.model_dump()) if protocol.kind == "async" else None
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, selector, contracts, weight,
