@@ -40,11 +40,18 @@ def checked(scenario: Scenario, source: str) -> Scenario:
 
 @contextmanager
 def named_after(scenario: Scenario, source: str) -> Iterator[None]:
-    """What building `scenario`'s parts raises, said as validation says it: a TestbedError after `source`."""
+    """What building `scenario`'s parts raises, said as validation says it: a TestbedError after `source`; a crash
+    inside code the scenario names, a PluginError naming its file and line (plugins.crash); the testbed's own
+    crash as it is (a bug)."""
     try:
         yield
     except TestbedError as err:
         raise type(err)(f"{source}: {err}") from err.__cause__   # a PluginError stays one, its cause chained
+    except Exception as err:  # noqa: BLE001 - triaged: the user's code, or re-raised as the testbed's bug
+        said = plugins.crash(err, scenario.model_dump())
+        if said is None:
+            raise
+        raise said from err
 
 
 def selector_of(scenario: Scenario) -> Selector:

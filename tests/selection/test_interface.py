@@ -48,6 +48,12 @@ class Fastest(Selector):
 
 
 @dataclass(frozen=True)
+class Fragile(Fastest):
+    def __post_init__(self):
+        raise RuntimeError("no GPU here")
+
+
+@dataclass(frozen=True)
 class Rotating(Selector):
     """Device `turn` mod n, then the next ones: its choice depends on its state alone."""
     start: int = 0
@@ -256,16 +262,22 @@ def test_bad_selectors_end_in_one_line(selection, message, user_code, capsys):
     assert message in err and "\n" not in err, err
 
 
-def test_the_schema_builds_no_selector_validation_asks_the_one_the_run_builds(user_code):
+def test_the_schema_builds_no_selector_validation_asks_the_one_the_run_builds(user_code, capsys):
     """The `selection:` section is plain data: a value the constructor refuses passes the schema, which asks the
     class only; validation builds the selector as the composition root does (testbed/validation.py's
-    selector_of) and refuses it in one line."""
+    selector_of) and refuses it in one line, and a constructor that crashes is named as the user's code."""
     from testbed.schema.scenario import Scenario
 
     raw = six_devices({"name": "my_selectors:Fastest", "options": {"margin": -1}})
     assert Scenario.model_validate(raw).selection.options == {"margin": -1}
     with pytest.raises(TestbedError, match="^test: selection.options: 'my_selectors:Fastest' refused its options"):
         sc.validate(raw, "test")
+    assert main(["validate", str(write_yaml(user_code / "s.yaml", six_devices({"name": "my_selectors:Fragile"})))]) \
+        == 2
+    line = USER_SELECTORS.splitlines().index('        raise RuntimeError("no GPU here")') + 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: the plugin code at {user_code / 'my_selectors.py'}:{line} in __post_init__ "
+                          "raised RuntimeError: no GPU here; fix it there"), err
 
 
 def test_a_selector_that_picks_a_device_twice_is_stopped_in_one_line(user_code, capsys):
