@@ -291,14 +291,15 @@ def compare(runs: RunFolders, *, out: str | Path | None = None, targets: float |
 
 
 def _validated(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[Scenario, str]:
-    """The scenario validated, and how errors name it (the file, or 'scenario'). A file is read (and its
-    overrides applied) before the schema is imported; neither imports torch, which the run's modules do."""
+    """The scenario validated (the schema, then what its built selector answers: testbed/validation.py), and how
+    errors name it (the file, or 'scenario'). A file is read (and its overrides applied) before the schema is
+    imported; neither imports torch, which the run's modules do."""
     if _is_scenario(scenario) and not overrides and seed is None:
         return scenario, f"scenario {scenario.name}"
     raw, source, base_dir = _raw(scenario, overrides, seed)
-    from testbed import scenario_file as sc
+    from testbed import validation
 
-    return sc.validate(raw, source, base_dir), source
+    return validation.validate(raw, source, base_dir), source
 
 
 def _raw(scenario: ScenarioLike, overrides: Overrides, seed: int | None) -> tuple[dict, str, Path]:

@@ -3,7 +3,9 @@ Experiment): dataset, partition, model, fleet, strategy, selector, staleness fun
 own random stream spawned from the scenario's seed, and the contracts that check the plugins among them. The
 schema (testbed/schema/) stays plain data and the protocols never import this module: what the sections name is
 made here, through the module that knows each kind (testbed/data/loading.py, testbed/models/factory.py,
-testbed/strategies.py, testbed/staleness.py)."""
+testbed/strategies.py, testbed/staleness.py; the selector by testbed/validation.py's selector_of, which asks it
+what validation asks). check_builtins: hold the built-in plugins to their contracts too, as user code is (the
+tests run every built-in through them; testbed/contracts.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -17,7 +19,6 @@ from testbed.data.clients import ClientData, assign
 from testbed.data.loading import load_dataset
 from testbed.data.partition import label_histograms
 from testbed.data.server import SharedData, carve, share_with_devices
-from testbed import plugins
 from testbed.contracts import Contracts, check_model
 from testbed.errors import TestbedError
 from testbed.execution import EXECUTORS
@@ -28,16 +29,15 @@ from testbed.local import LocalSGD
 from testbed.payload import CODECS
 from testbed.algorithms.base import Build
 from testbed.schema.scenario import Scenario
-from testbed.schema.selection import Selection
-from testbed.selection import SELECTORS, Selector
 from testbed.strategies import strategy_of
+from testbed.validation import selector_of
 from testbed.experiment import Experiment, Purpose, stream
 from testbed.models.factory import make_model
 from testbed.staleness import staleness_of
 from testbed.submodel import SubmodelCosts
 
 
-def build(scenario: Scenario) -> Experiment:
+def build(scenario: Scenario, *, check_builtins: bool = False) -> Experiment:
     seed = scenario.seed
     dataset = load_dataset(scenario.data)
     fleet = devices.Fleet.build(scenario.fleet.specs(), stream(seed, Purpose.FLEET))
@@ -75,16 +75,17 @@ def build(scenario: Scenario) -> Experiment:
             clients.train, server, count, np.random.default_rng(stream(seed, Purpose.SERVER_DATA, 1))))
     torch.manual_seed(int(stream(seed, Purpose.MODEL_INIT).generate_state(1)[0]))
     model = make_model(scenario.model.name, scenario.model.width, dataset.sample_shape, dataset.num_classes)
-    check_model(scenario.model.name, model, dataset.train_x[:2], dataset.num_classes)  # logits for every class
+    check_model(scenario.model.name, model, dataset.train_x[:2], dataset.num_classes,   # logits for every class
+                check_builtins)
     client = LocalSGD(**scenario.client.model_dump())
     strategy = strategy_of(scenario.algorithm, Build(
         client, CODECS[scenario.codec.down], CODECS[scenario.codec.up], scenario.stop.max_rounds,
         scenario.clients_per_round, fleet.n, SubmodelCosts(model, dataset.train_x[:1]), shared,
         lambda: initial_accuracy(model, dataset, clients)))
     executor = _executor(scenario, model, dataset)
-    selector = selector_of(scenario.selection)
+    selector = selector_of(scenario)
     contracts = Contracts(scenario, strategy, selector, dict(model.named_parameters()), fleet.n,
-                          Placement.of(scenario.executor, strategy).server)
+                          Placement.of(scenario.executor, strategy).server, check_builtins)
     protocol = scenario.protocol
     weight = staleness_of(**protocol.staleness.model_dump()) if protocol.kind == "async" else None
     return Experiment(scenario, dataset, clients, model, fleet, strategy, executor, selector, contracts, weight,
@@ -130,10 +131,3 @@ def initial_accuracy(model: torch.nn.Module, dataset: Dataset, clients: ClientDa
     params = {n: p.detach() for n, p in model.named_parameters()}
     correct, _ = score(model, params, dataset.train_x, dataset.train_y)
     return np.array([correct[idx].mean() if len(idx) else 0.0 for idx in clients.train])
-
-
-def selector_of(section: Selection) -> Selector:
-    """A fresh selector of the `selection:` section: its class with its options (validation built one already,
-    so options it refuses never reach a run)."""
-    return plugins.resolve("selector", SELECTORS, section.name)(**section.options)
-

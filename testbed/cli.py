@@ -8,7 +8,6 @@ import signal
 import sys
 from pathlib import Path
 
-from testbed import plugins
 from testbed.errors import PluginError, TestbedError, write_crash_log
 from testbed.paths import user_path
 
@@ -303,11 +302,6 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "debug", False):
             raise
         log = user_path(getattr(err, "log_file", None) or write_crash_log(err))
-        where = plugins.culprit(err)
-        if where:  # the user's algorithm, model or loader raised while running: theirs to fix, not a testbed bug
-            print(f"error: the plugin code at {where} raised {type(err).__name__}: {_one_line(err)}; fix it there "
-                  f"(traceback in {log}; --debug shows it here)", file=sys.stderr)
-            return EXIT_BAD_INPUT
         print(f"internal error ({type(err).__name__}: {_one_line(err)}): a bug in the testbed, not in your input; "
               f"traceback in {log}; please report it with that file on the project's issue tracker "
               "(--debug shows it here)", file=sys.stderr)

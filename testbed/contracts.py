@@ -27,8 +27,11 @@ What is checked, where (each hook's contract: docs/extending.md):
   finite logits (batch, num_classes, ...): fewer or more logits than the data has classes are both refused.
 - A dataset loader's result: testbed/data/loading.py, before the run.
 Who is checked: user plugins (a reference "package.module:attribute" or a short name an installed package
-registers) always; the built-ins only where CHECK_BUILTINS is set (the tests run every built-in through the
-checks): the checks are shapes and keys, not values, but a built-in need not pay even that at 100,000 devices.
+registers) always; the built-ins only in a run built with check_builtins (build(scenario, check_builtins=True),
+which passes it to Contracts and check_model: the tests run every built-in through the checks): the checks are
+shapes and keys, not values, but a built-in need not pay even that at 100,000 devices. start's pair (started) is
+checked for every strategy, built-in or not: a few isinstance checks a job, where a worker process or a Ray
+worker has no run's flag to read.
 A failed check raises errors.PluginError for a user plugin (the command line: one line, exit 2; the rounds
 already written are kept) and AssertionError for a built-in (a bug of the testbed, reported as one).
 The checks read results only: they draw no random numbers and change nothing, so the tables are the same with
@@ -48,9 +51,6 @@ from testbed import plugins
 from testbed.columns import OWN_FILES, RESERVED_METRICS
 from testbed.errors import PluginError
 
-CHECK_BUILTINS = False   # check the built-ins too (tests): their failure is a testbed bug, an AssertionError
-
-
 def where(hook: Any) -> str:
     """' (file:line)' of a hook's code where Python knows it (a plain function or method); '' otherwise."""
     place = plugins.where(hook)
@@ -59,11 +59,12 @@ def where(hook: Any) -> str:
 
 class Plugin:
     """One plugin of a run: what the scenario calls it (`section` 'name'), the object, and whether it is checked
-    (a user plugin, or any where CHECK_BUILTINS); `fail` raises its broken rule."""
+    (a user plugin, or a built-in where the run checks those too: check_builtins, a testbed bug's AssertionError
+    where it fails); `fail` raises its broken rule."""
 
-    def __init__(self, section: str, name: str, obj: Any, builtin: bool):
+    def __init__(self, section: str, name: str, obj: Any, builtin: bool, check_builtins: bool = False):
         self.section, self.name, self.obj, self.builtin = section, name, obj, builtin
-        self.checked = not builtin or CHECK_BUILTINS
+        self.checked = not builtin or check_builtins
 
     def named(self, hook: str) -> str:
         """`section` 'name'.hook (file:line); a factory or loader, which is its own hook: `section` 'name' (file:line)."""
@@ -192,15 +193,17 @@ def _not_plain(value: Any) -> str | None:
 
 class Contracts:
     """The checks of one run's strategy and selector, against its model's parameters (`params`: name -> tensor),
-    the server's `device` and its fleet of `n` devices."""
+    the server's `device` and its fleet of `n` devices; the built-in ones too where check_builtins."""
 
     def __init__(self, scenario, strategy, selector, params: Mapping[str, torch.Tensor], n: int,
-                 device: torch.device | None = None):
+                 device: torch.device | None = None, check_builtins: bool = False):
         from testbed.schema.algorithms import BUILTIN
         from testbed.selection import SELECTORS
 
-        self.strategy = Plugin("algorithm", scenario.algorithm.name, strategy, scenario.algorithm.name in BUILTIN)
-        self.selector = Plugin("selection", scenario.selection.name, selector, scenario.selection.name in SELECTORS)
+        self.strategy = Plugin("algorithm", scenario.algorithm.name, strategy, scenario.algorithm.name in BUILTIN,
+                               check_builtins)
+        self.selector = Plugin("selection", scenario.selection.name, selector, scenario.selection.name in SELECTORS,
+                               check_builtins)
         self.shapes = {name: p.shape for name, p in params.items()}
         self.dtypes = {name: p.dtype for name, p in params.items()}
         self.device = device   # where the server's tensors live (execution/placement.py); None: not checked
@@ -377,12 +380,12 @@ class Contracts:
 
 
 def started(strategy: Any, start: Any) -> Any:
-    """start's (params, optimizer state or None), checked for a strategy of user code (execution/common.py)."""
-    module = type(strategy).__module__
-    if module.partition(".")[0] == "testbed" and not CHECK_BUILTINS:
-        return start
+    """start's (params, optimizer state or None), checked for every strategy (execution/common.py, in whichever
+    process trains the job): a tuple check and an isinstance a parameter tensor, about 4 us a job for ten tensors
+    and 13 us for a hundred (timeit, one 2-core CPU), against milliseconds of training."""
     if not (isinstance(start, tuple) and len(start) == 2 and isinstance(start[0], Mapping)
             and all(isinstance(t, torch.Tensor) for t in start[0].values())):
+        module = type(strategy).__module__
         plugin = Plugin("algorithm", f"{module}:{type(strategy).__qualname__}", strategy,
                         module.partition(".")[0] == "testbed")
         plugin.fail("start", f"returned {type(start).__name__} where (params, optimizer state or None) was due",
@@ -390,17 +393,18 @@ def started(strategy: Any, start: Any) -> Any:
     return start
 
 
-def check_model(name: str, model: torch.nn.Module, batch: torch.Tensor, num_classes: int) -> None:
+def check_model(name: str, model: torch.nn.Module, batch: torch.Tensor, num_classes: int,
+                check_builtins: bool = False) -> None:
     """The output of model.name's model on one batch of the data: (batch, num_classes, ...) logits, fewer or more
-    refused. Run in eval mode with no gradient (no batch-norm statistics move, no dropout draws), the mode put
-    back: the run is unchanged."""
+    refused; a zoo model's only where check_builtins. Run in eval mode with no gradient (no batch-norm statistics
+    move, no dropout draws), the mode put back: the run is unchanged."""
     from testbed.names import MODELS
 
     builtin = name in MODELS
-    if builtin and not CHECK_BUILTINS:
+    if builtin and not check_builtins:
         return
     factory = plugins.resolve("model", MODELS, name)
-    plugin = Plugin("model", name, factory, builtin)
+    plugin = Plugin("model", name, factory, builtin, check_builtins)
     odd = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters() if p.dtype != torch.float32})
     if odd:
         plugin.fail("", f"made a model with {', '.join(odd)} parameters where the testbed trains float32",

@@ -35,3 +35,10 @@ class PluginError(TestbedError):
     """User code a scenario named (a strategy, selector, model factory, loader) broke its interface, or raised:
     one line naming the plugin (its reference, and the file and line of the hook where Python knows them) and the
     rule it broke; its own exception, where it raised one, chained as __cause__."""
+
+
+def refused_options(section: str, name: str, err: Exception) -> TestbedError:
+    """A plugin that refused the options a scenario gave it (its constructor's, or create's, TypeError or
+    ValueError), in one line naming the section: `section`.options: 'name' refused its options (...)."""
+    return TestbedError(f"{section}.options: '{name}' refused its options ({type(err).__name__}: "
+                        f"{' '.join(str(err).split())}); fix them")

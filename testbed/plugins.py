@@ -8,6 +8,9 @@ registers. Wherever a scenario names a built-in (an algorithm, a model, a datase
   means the built-in: a package cannot change what a committed scenario runs by registering the same name.
 - Every failure (no such module, no such attribute, an import that raises, the wrong kind of object) is a
   BadReference: one line naming the reference and the fix; the schema puts the scenario field in front of it.
+- An exception raised inside code the scenario names, while it is built or run, is the user's to fix, not a bug
+  of the testbed (crash, culprit): which code that is, is derived when it happens from the scenario at hand and
+  sys.modules, never remembered here.
 Plugin code runs only when a scenario naming it is validated or run: reading a run folder (report, compare,
 load_run) never calls this module, so a received run folder cannot run code.
 """
@@ -17,12 +20,14 @@ import difflib
 import importlib
 import inspect
 import os
+import re
 import sys
 import traceback
 from functools import cache
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
-from testbed.errors import with_article
+from testbed.errors import PluginError, with_article, write_crash_log
+from testbed.paths import user_path
 
 GROUPS = {"algorithm": "fl_edge_testbed.algorithms", "model": "fl_edge_testbed.models",
           "dataset": "fl_edge_testbed.datasets", "selector": "fl_edge_testbed.selectors"}
@@ -96,7 +101,6 @@ def load(reference: str, origin: str = "") -> Any:
     except Exception as err:  # noqa: BLE001 - the user's module failed on import: their bug, said in one line
         raise BadReference(f"{where}'{reference}': importing {module_name} raised {type(err).__name__}: "
                           f"{' '.join(str(err).split())}; fix the module") from None
-    _remember_where(module)
     found: Any = module
     for depth, part in enumerate(attribute.split(".")):
         if not hasattr(found, part):
@@ -109,17 +113,6 @@ def load(reference: str, origin: str = "") -> Any:
     return found
 
 
-# The files and package folders of the modules that references named: a crash inside them is the user's to fix.
-_USER_CODE: set[str] = set()
-
-
-def _remember_where(module) -> None:
-    top = sys.modules.get(module.__name__.partition(".")[0], module)
-    for place in (getattr(module, "__file__", None), *getattr(top, "__path__", ())):
-        if place:
-            _USER_CODE.add(os.path.abspath(place))
-
-
 def where(obj: Any) -> str | None:
     """'file:line' of the code of a function, method or class's __call__ where Python knows it; None otherwise
     (how errors point to the plugin or callback that broke a rule)."""
@@ -127,14 +120,61 @@ def where(obj: Any) -> str | None:
     return None if code is None else f"{code.co_filename}:{code.co_firstlineno}"
 
 
-def culprit(err: BaseException) -> str | None:
-    """Where in code a scenario named (not the testbed's) `err` was raised: 'file:line in function' of the
-    innermost such frame of its traceback; None where it came from the testbed or a library."""
+def culprit(err: BaseException, named: Any) -> str | None:
+    """Where in code that `named` (a scenario as data: its model_dump) names (not the testbed's) `err` was raised:
+    'file:line in function' of the innermost such frame of its traceback; None where it came from the testbed or
+    a library."""
+    places = user_code(named)
     for frame in reversed(traceback.extract_tb(err.__traceback__)):
         path = os.path.abspath(frame.filename)
-        if any(path == place or path.startswith(place + os.sep) for place in _USER_CODE):
+        if any(path == place or path.startswith(place + os.sep) for place in places):
             return f"{frame.filename}:{frame.lineno} in {frame.name}"
     return None
+
+
+REFERENCE = re.compile(r"[\w.]+:[\w.]+")   # "package.module:attribute", as a scenario's field gives one
+
+
+def user_code(named: Any) -> set[str]:
+    """The files and package folders of the modules that the strings of `named` name, where imported (Python's
+    own registry, sys.modules, says): a reference "package.module:attribute", or a short name an installed package
+    registers (its entry point's reference; a user's package installed into site-packages is theirs too). A crash
+    inside them is the user's to fix. Derived when asked, from the scenario at hand: nothing is remembered."""
+    places = set()
+    for text in _strings(named):
+        reference = text if REFERENCE.fullmatch(text) else next(
+            (registered(kind)[text] for kind in GROUPS if text in registered(kind)), None)
+        module = sys.modules.get((reference or "").partition(":")[0])
+        if module is None:
+            continue
+        top = sys.modules.get(module.__name__.partition(".")[0], module)
+        places.update(os.path.abspath(place) for place in (getattr(module, "__file__", None),
+                                                           *getattr(top, "__path__", ())) if place)
+    return places
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in nested dicts, lists and tuples (a model_dump)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def crash(err: BaseException, named: Any) -> PluginError | None:
+    """A PluginError for `err` where code that `named` names (culprit) raised it: one line naming that code's
+    file, line and function, and where its traceback is (err.log_file; a new file in the temporary folder where
+    none was written); None where the testbed raised."""
+    where = culprit(err, named)
+    if where is None:
+        return None
+    log = user_path(getattr(err, "log_file", None) or write_crash_log(err))
+    return PluginError(f"the plugin code at {where} raised {type(err).__name__}: {' '.join(str(err).split())}; fix "
+                       f"it there (traceback in {log}; --debug shows it here)")
 
 
 def _import_from_current_directory() -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from testbed import plugins
 from testbed import scenario as sc
 from testbed.errors import TestbedError, write_crash_log
 from testbed.paths import user_path
@@ -75,7 +76,7 @@ def _run(scenario: sc.Scenario, source: str, out: str | Path, quiet: bool, resum
             writer.facts |= ending_facts(engine.run(), scenario, exp.fleet.availability)
             summary = writer.close()
         except BaseException as err:
-            raise _closed(err, writer, trackers)
+            raise _closed(err, writer, trackers, scenario)
     _finish(watch, writer.path, summary, trackers)
     warning = degenerate_warning(summary, scenario)
     if warning:
@@ -87,15 +88,14 @@ def _built(scenario: sc.Scenario, source: str):
     """The experiment and its device resources; an error found while loading data or sizing the task names the
     scenario, as validation does."""
     from testbed.resources import Resources
+    from testbed.validation import named_after
 
-    try:
+    with named_after(scenario, source):   # user code that crashed while built: a PluginError naming it
         exp = sc.build(scenario)
         return exp, Resources(exp)  # a fleet where the task fits no device is refused before the folder is made
-    except TestbedError as err:
-        raise type(err)(f"{source}: {err}") from err.__cause__   # a PluginError stays one, its cause chained
 
 
-def _closed(err: BaseException, writer, trackers) -> BaseException:
+def _closed(err: BaseException, writer, trackers, scenario: sc.Scenario) -> BaseException:
     """The run folder (and trackers) closed after `err` stopped the run; what to raise: a TestbedError naming
     where the rounds are kept, a PluginError where user code crashed, else `err` itself (Ctrl-C, a disk error,
     a testbed bug, whose traceback goes into the run folder for the report)."""
@@ -108,7 +108,7 @@ def _closed(err: BaseException, writer, trackers) -> BaseException:
     crashed = not isinstance(err, (KeyboardInterrupt, OSError))
     if crashed:  # a bug: its traceback in the run folder, for the report (cli.main names the file)
         err.log_file = write_crash_log(err, writer.path)
-        plugin = plugin_crash(err)
+        plugin = plugins.crash(err, scenario.model_dump())
         if plugin is not None:  # user code raised: their bug, a PluginError, the run closed as failed
             writer.close(status=f"failed: {plugin}")
             _close(trackers, f"failed: {plugin}")
@@ -134,20 +134,6 @@ def _finish(watch: Watch, path: Path, summary: dict, trackers) -> None:
 
 
 ARTIFACTS = ("scenario.resolved.yaml", "summary.json", "rounds.csv", "events.csv", "devices.csv")  # trackers' artifacts
-
-
-def plugin_crash(err: BaseException):
-    """A PluginError for `err` where code a scenario named (not the testbed's) raised it: one line naming that
-    code's file, line and function, and where its traceback is (err.log_file); None where the testbed raised."""
-    from testbed import plugins
-    from testbed.errors import PluginError
-
-    where = plugins.culprit(err)
-    if where is None:
-        return None
-    log = user_path(err.log_file) if getattr(err, "log_file", None) else None
-    return PluginError(f"the plugin code at {where} raised {type(err).__name__}: {' '.join(str(err).split())}; fix "
-                       f"it there (traceback in {log}; --debug shows it here)")
 
 
 def _trackers(watch: Watch, scenario: sc.Scenario, writer, out: str | Path):

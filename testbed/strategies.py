@@ -24,7 +24,7 @@ from testbed.algorithms import (EUCB, FAFED, MFL, PUCBV, CapabilityRatio, ErrorF
 from testbed.algorithms.base import Build, Strategy
 from testbed.algorithms.feddumap import FedDUMAP
 from testbed.algorithms.ratios import xi_for
-from testbed.errors import TestbedError
+from testbed.errors import TestbedError, refused_options
 from testbed.local import LocalAdam, LocalDualAveraging, LocalLion, LocalSGD
 from testbed.payload import Dense, IntegerDelta, Sign, TopK
 from testbed.schema.algorithms import adaptive, dense, server_data, submodels
@@ -191,8 +191,7 @@ def _plugin(c: PluginAlgorithm, b: Build) -> Strategy:
     try:
         made = c.strategy_class().create(b, **c.options)
     except (TypeError, ValueError) as err:
-        raise TestbedError(f"algorithm.options: '{c.name}' refused its options ({type(err).__name__}: "
-                           f"{' '.join(str(err).split())}); fix them") from None
+        raise refused_options("algorithm", c.name, err) from None
     if not isinstance(made, Strategy):
         raise TestbedError(f"algorithm.name: '{c.name}'.create returned {type(made).__name__}, not a "
                            "Strategy; return the strategy (testbed/algorithms/base.py)")

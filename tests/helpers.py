@@ -29,10 +29,11 @@ TWO_DEVICES = {
 }
 
 
-def simulate(raw: dict, base_dir: Path = ROOT):
-    """Run a scenario dict through the engine; return (round records, event rows)."""
+def simulate(raw: dict, base_dir: Path = ROOT, *, check_builtins: bool = False):
+    """Run a scenario dict through the engine; return (round records, event rows). check_builtins: hold the
+    built-in plugins to their contracts too (testbed/contracts.py)."""
     records, events = [], []
-    exp = sc.build(sc.validate(raw, "test", base_dir))
+    exp = sc.build(sc.validate(raw, "test", base_dir), check_builtins=check_builtins)
     Engine(exp, lambda rec, ev: (records.append(rec), events.extend(ev))).run()
     return records, events
 

@@ -92,14 +92,8 @@ class Scenario(Strict):
         if self.protocol.kind in ("sync", "hierarchical"):
             if self.round is None:
                 raise ValueError("round: required for synchronous rounds; add round: {clients_per_round: 10}")
-            if self.round.deadline_s is None and self.selection.checked().needs_deadline():
-                raise ValueError(f"selection: '{self.selection.name}' picks devices that fit a round deadline and "
-                                 "none is set; add round.deadline_s, or a deadline_s to selection.options")
-            return self
-        selector = self.selection.checked()
-        if selector.async_refusal():
-            raise ValueError(selector.async_refusal())
-        if not selector.ASYNC:
+            return self   # a deadline the selector needs: asked of it where it is built (testbed/validation.py)
+        if not self.selection.selector_class().ASYNC:
             raise ValueError(f"selection: '{self.selection.name}' picks a synchronous round's participants "
                              "together and cannot pick for asynchronous dispatch; use protocol kind sync, or "
                              "another selection")
@@ -148,8 +142,9 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _hierarchy_fits(self):
-        """Hierarchical aggregation: every device in a cell whose kind has a backhaul, a cloud rule that takes
-        the edges' model deltas as updates, and a selection that needs no probe."""
+        """Hierarchical aggregation: every device in a cell whose kind has a backhaul, and a cloud rule that takes
+        the edges' model deltas as updates (a selection that needs no probe: testbed/validation.py's
+        selector_of)."""
         if self.protocol.kind != "hierarchical":
             return self
         if self.network is None:
@@ -169,11 +164,7 @@ class Scenario(Strict):
             raise ValueError(f"protocol: the cloud aggregates the edges' model deltas as updates, which "
                              f"{self.algorithm.name}'s server cannot take; use protocol kind sync, or one of: "
                              f"{', '.join(runs_async())}")
-        if self.selection.checked().async_refusal():
-            raise ValueError(f"selection.options: '{self.selection.name}' asks for a probe at a round's start, which "
-                             "an edge round does not run; change the option (e.g. loss: reported) or use protocol "
-                             "kind sync")
-        return self
+        return self   # a selection that needs a probe: asked of the selector where it is built (validation.py)
 
     @model_validator(mode="after")
     def _k_fits_fleet(self):

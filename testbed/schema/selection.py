@@ -2,8 +2,11 @@
 
 `selection: {name: oort, options: {alpha: 2}}`: a built-in rule's name, a short name an installed package
 registers, or user code named "package.module:Class" (testbed/plugins.py), a subclass of
-testbed.selection.Selector. `options` are its constructor's keyword arguments, checked by name and annotated
-type, and the selector is built once here so a value it refuses is refused before the run. Default: uniform.
+testbed.selection.Selector. `options` are its constructor's keyword arguments, checked here by name and annotated
+type; the section is plain data and asks its class only, building nothing. What only a built selector answers
+(whether its constructor refuses a value, needs_deadline, async_refusal) is asked where the composition root builds
+it, testbed/validation.py's selector_of, which validation calls too: a refused value is still refused before the
+run. Default: uniform.
 A selector written for the older interface (select(ctx, rng) keeping its state on itself; bind, restore)
 is refused in one line pointing to docs/extending.md (selection/base.py's older_interface).
 """
@@ -27,9 +30,9 @@ class Selection(Strict):
 
     @model_validator(mode="after")
     def _a_selector_with_these_options(self):
-        from testbed.selection import SELECTORS, Selector, older_interface
+        from testbed.selection import Selector, older_interface
 
-        cls = plugins.resolve("selector", SELECTORS, self.name)
+        cls = self.selector_class()
         older = older_interface(cls) if isinstance(cls, type) and issubclass(cls, Selector) else None
         if older:   # refused, not adapted: its state would live on the instance, out of checkpoints
             raise plugins.BadReference(
@@ -38,20 +41,14 @@ class Selection(Strict):
                 "-> (ids, state), observe(state, round, now, outcomes, history) -> state (docs/extending.md)")
         plugins.check_subclass(cls, Selector, self.name)
         check_options("selection", self.name, parameters(cls, set()), annotated_types(cls), self.options)
-        self.checked()
         return self
 
-    def checked(self) -> Selector:
-        """A selector of this section, for validation's questions (are its options refused; needs_deadline,
-        async_refusal, ASYNC), then dropped: the run's own is built by testbed/build.py (selector_of)."""
+    def selector_class(self) -> type[Selector]:
+        """The Selector class this section names, for class-level questions (ASYNC); the composition root builds
+        it (testbed/validation.py's selector_of)."""
         from testbed.selection import SELECTORS
 
-        cls = plugins.resolve("selector", SELECTORS, self.name)
-        try:
-            return cls(**self.options)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"selection.options: '{self.name}' refused its options ({type(err).__name__}: "
-                             f"{' '.join(str(err).split())}); fix them") from None
+        return plugins.resolve("selector", SELECTORS, self.name)
 
     @property
     def uniform(self) -> bool:

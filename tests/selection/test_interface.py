@@ -14,6 +14,7 @@ from selection_runs import older_checkpoint
 from testbed import scenario as sc
 from testbed.cli import main
 from testbed.engine import Engine
+from testbed.errors import TestbedError
 from testbed.runner import run_scenario
 from testbed.selection import History, Outcome
 
@@ -44,6 +45,12 @@ class Fastest(Selector):
     def observe(self, state, round, now, outcomes, history):
         told = [round, [(o.device, o.outcome) for o in outcomes], history.selected.tolist()]
         return {"told": state["told"] + [told]}
+
+
+@dataclass(frozen=True)
+class Fragile(Fastest):
+    def __post_init__(self):
+        raise RuntimeError("no GPU here")
 
 
 @dataclass(frozen=True)
@@ -208,9 +215,9 @@ def test_uniform_named_is_the_default_to_the_byte(user_code):
 
 def test_options_reach_the_selector_and_a_user_selector_is_resolved_in_the_record(user_code):
     s = sc.validate(six_devices({"name": "my_selectors:Fastest", "options": {"margin": 0.5}}), "test")
-    from testbed.build import selector_of
+    from testbed.validation import selector_of
 
-    assert selector_of(s.selection).margin == 0.5
+    assert selector_of(s).margin == 0.5
     assert s.model_dump(mode="json")["selection"] == {"name": "my_selectors:Fastest", "options": {"margin": 0.5}}
 
 
@@ -253,6 +260,24 @@ def test_bad_selectors_end_in_one_line(selection, message, user_code, capsys):
     assert main(["validate", str(write_yaml(user_code / "s.yaml", six_devices(selection)))]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err, err
+
+
+def test_the_schema_builds_no_selector_validation_asks_the_one_the_run_builds(user_code, capsys):
+    """The `selection:` section is plain data: a value the constructor refuses passes the schema, which asks the
+    class only; validation builds the selector as the composition root does (testbed/validation.py's
+    selector_of) and refuses it in one line, and a constructor that crashes is named as the user's code."""
+    from testbed.schema.scenario import Scenario
+
+    raw = six_devices({"name": "my_selectors:Fastest", "options": {"margin": -1}})
+    assert Scenario.model_validate(raw).selection.options == {"margin": -1}
+    with pytest.raises(TestbedError, match="^test: selection.options: 'my_selectors:Fastest' refused its options"):
+        sc.validate(raw, "test")
+    assert main(["validate", str(write_yaml(user_code / "s.yaml", six_devices({"name": "my_selectors:Fragile"})))]) \
+        == 2
+    line = USER_SELECTORS.splitlines().index('        raise RuntimeError("no GPU here")') + 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: the plugin code at {user_code / 'my_selectors.py'}:{line} in __post_init__ "
+                          "raised RuntimeError: no GPU here; fix it there"), err
 
 
 def test_a_selector_that_picks_a_device_twice_is_stopped_in_one_line(user_code, capsys):

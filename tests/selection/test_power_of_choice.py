@@ -83,6 +83,16 @@ def test_the_probe_is_refused_for_async_dispatch():
     assert sc.validate(raw, "test").selection.name == "power_of_choice"
 
 
+def test_the_probe_is_refused_for_edge_rounds():
+    """Hierarchical aggregation's edge rounds run no probe: asked of the selector as built (validation.py)."""
+    with pytest.raises(TestbedError) as err:
+        sc.load("scenarios/hierfavg.yaml", ["selection.name=power_of_choice"])
+    assert str(err.value) == ("scenarios/hierfavg.yaml: selection.options: 'power_of_choice' asks for a probe at a "
+                              "round's start, which an edge round does not run; change the option (e.g. loss: "
+                              "reported) or use protocol kind sync")
+    assert sc.load("scenarios/hierfavg.yaml", ["selection.name=power_of_choice", "selection.options.loss=reported"])
+
+
 def _phases(events, round_):
     return {(e["device"], e["phase"], e["outcome"]): (e["start_s"], e["end_s"]) for e in events
             if e["round"] == round_}

@@ -1,6 +1,6 @@
-"""Every built-in plugin through the contract checks (testbed/contracts.py, CHECK_BUILTINS on): each strategy
-(testbed.schema.algorithms.BUILTIN) under the synchronous protocol on two devices, the asynchronous and hierarchical ones with
-FedAvg, each selector (testbed.selection.SELECTORS), each zoo model on its papers' input
+"""Every built-in plugin through the contract checks (testbed/contracts.py, a run built with check_builtins): each
+strategy (testbed.schema.algorithms.BUILTIN) under the synchronous protocol on two devices, the asynchronous and
+hierarchical ones with FedAvg, each selector (testbed.selection.SELECTORS), each zoo model on its papers' input
 (testbed/models/summary.py): none trips a check, so "internal error ... a bug in the testbed" stays for our bugs.
 The loaders' datasets are checked by testbed/data/loading.py before every run already (Dataset.problems)."""
 import copy
@@ -20,9 +20,8 @@ SIX = {"groups": [{"profile": "raspberry_pi_4", "count": 3},
 
 
 @pytest.fixture(autouse=True)
-def checked(monkeypatch):
+def tiny(monkeypatch):
     monkeypatch.setitem(testbed.data.DATASETS, "tiny_blobs", tiny_blobs)
-    monkeypatch.setattr(testbed.contracts, "CHECK_BUILTINS", True)
 
 
 def _six(raw: dict, **sections) -> dict:
@@ -38,13 +37,14 @@ def test_every_built_in_strategy_keeps_its_contract(name):
     if name in {"data_sharing", "feddumap", "feddu", "feddu_s", "feddum", "serverm", "devicem", "fedduap", "fedap",
                 "hrank", "imc", "prunefl", "hybrid_fl"}:   # NEEDS_SERVER_DATA
         raw["data"] = raw["data"] | {"server": {"fraction": 0.2, "classes": TINY_CLASSES}}
-    records, _ = simulate(raw)
+    records, _ = simulate(raw, check_builtins=True)
     assert len(records) == 2
 
 
 @pytest.mark.parametrize("name", sorted(SELECTORS))
 def test_every_built_in_selector_keeps_its_contract(name):
-    records, _ = simulate(_six(tiny_scenario({"name": "fedavg"}, rounds=3), selection={"name": name}))
+    records, _ = simulate(_six(tiny_scenario({"name": "fedavg"}, rounds=3), selection={"name": name}),
+                          check_builtins=True)
     assert len(records) == 3 and all(r["selected"] > 0 for r in records)
 
 
@@ -53,7 +53,7 @@ def test_every_built_in_selector_keeps_its_contract(name):
 def test_the_asynchronous_protocol_keeps_the_contracts(protocol):
     raw = _six(tiny_scenario({"name": "fedavg"}, rounds=3), protocol=protocol)
     del raw["round"]["deadline_s"]
-    records, _ = simulate(raw)
+    records, _ = simulate(raw, check_builtins=True)
     assert len(records) == 3
 
 
@@ -62,7 +62,7 @@ def test_the_hierarchical_protocol_keeps_the_contracts():
                network={"cells": [{"name": "cell", "count": 2, "down_Bps": 1e6, "up_Bps": 1e6, "groups": [0, 1],
                                    "backhaul": {"down_Bps": 1e6, "up_Bps": 1e6, "latency_s": 0.01}}]})
     raw["round"] = {"clients_per_round": 1}
-    records, _ = simulate(raw)
+    records, _ = simulate(raw, check_builtins=True)
     assert len(records) == 2
 
 
@@ -73,5 +73,14 @@ def test_every_zoo_model_gives_a_logit_a_class():
     for name, (example, num_classes) in REFERENCE_INPUTS.items():
         x = example()
         model = MODELS[name](tuple(x.shape[1:]), num_classes, 1.0)
-        testbed.contracts.check_model(name, model, torch.cat([x, x]), num_classes)
+        testbed.contracts.check_model(name, model, torch.cat([x, x]), num_classes, check_builtins=True)
     assert set(REFERENCE_INPUTS) == set(MODELS)
+
+
+@pytest.mark.parametrize("check_builtins", [False, True])
+def test_the_run_says_whether_its_built_ins_are_checked(check_builtins):
+    """An explicit value of the run (build's check_builtins, handed to its Contracts), not a module switch."""
+    from testbed import scenario as sc
+
+    exp = sc.build(sc.validate(tiny_scenario({"name": "fedavg"}), "test"), check_builtins=check_builtins)
+    assert exp.contracts.strategy.checked is exp.contracts.selector.checked is check_builtins

@@ -27,8 +27,8 @@ LAYERS = [
     ["experiment"],
     # the protocols on the simulated clock
     ["protocols"],
-    # the composition root, and the engine that plays a protocol
-    ["build", "scenario", "engine"],
+    # the composition root (and validation, which asks what it builds), and the engine that plays a protocol
+    ["build", "validation", "scenario", "engine"],
     # runs, their folders, sweeps, trackers and the user's entry points
     ["runlog", "trackers", "progress", "runner", "parallel", "sweeps", "api", "cli", "__main__", "__init__"],
 ]

@@ -98,6 +98,12 @@ def not_a_dataset():
 def float64_inputs():
     d = blobs()
     return Dataset("f64", d.train_x.double(), d.train_y, d.test_x, d.test_y, 3)
+
+
+@dataclass(frozen=True)
+class Fragile(Damped):
+    def __post_init__(self):
+        raise RuntimeError("no GPU here")
 '''
 
 FOUR_BOARDS = {
@@ -249,3 +255,16 @@ def test_a_plugin_that_crashes_mid_run_is_named_not_called_a_testbed_bug(user_co
     assert err == (f"error: the plugin code at {user_code / 'user_code.py'}:{line} in aggregate raised "
                    "ZeroDivisionError: division by zero; fix it there (traceback in runs/plugins/0/error.log; "
                    "--debug shows it here)\n")   # the run folder relative to the current one, user_code
+
+
+def test_a_plugin_that_crashes_while_built_is_named_not_called_a_testbed_bug(user_code, capsys):
+    """Before round 1 (the strategy's constructor, as build.py makes it): the same line, the traceback in a
+    temporary file (there is no run folder yet). Which code is the user's comes from the scenario's references."""
+    file = write_yaml(user_code / "s.yaml", FOUR_BOARDS)
+    assert main(["run", str(file), "--out", str(user_code / "runs"), "--quiet", "--set",
+                 "algorithm.name=user_code:Fragile"]) == 2
+    err = capsys.readouterr().err
+    line = USER_MODULE.splitlines().index('        raise RuntimeError("no GPU here")') + 1
+    assert err.startswith(f"error: the plugin code at {user_code / 'user_code.py'}:{line} in __post_init__ raised "
+                          "RuntimeError: no GPU here; fix it there (traceback in "), err
+    assert err.count("\n") == 1 and not (user_code / "runs").exists()

@@ -67,7 +67,7 @@ def test_a_bug_is_one_line_naming_its_traceback_and_the_rounds_stay(scenario, tm
 def test_a_bug_outside_a_run_writes_its_traceback_to_a_temporary_file(scenario, capsys, monkeypatch):
     from pathlib import Path
 
-    import testbed.scenario_file as sc   # validation's module (testbed.scenario re-exports its validate)
+    import testbed.scenario_file as sc   # the schema's validation (testbed/validation.py calls its validate)
 
     monkeypatch.setattr(sc, "validate", lambda *a, **k: 1 / 0)
     assert main(["validate", str(scenario)]) == 1
