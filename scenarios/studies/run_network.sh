@@ -27,7 +27,7 @@ for step in ${STEPS:-burst fedbuff hierfavg}; do
       sweep $FEDBUFF --grid "protocol.concurrency=$CONCURRENCY" --grid "seed=$SEEDS" --set network=null \
         --set name=fedbuff-private ;;
     hierfavg)
-      sweep scenarios/hierfavg.yaml --grid "seed=$SEEDS" --set name=hierfavg-hierfavg
+      sweep scenarios/hierfavg.yaml --grid "seed=$SEEDS" --set stop.max_rounds=8 --set name=hierfavg-hierfavg
       # flat FedAvg through the same cells, whose transfers now cross the backhaul: as many updates (10 kept a
       # round of 20 selected, as 10 cells keep 1 of 2 each edge round) and rounds (8 cloud rounds x 2 edge rounds)
       sweep scenarios/hierfavg.yaml --grid "seed=$SEEDS" --set "protocol={kind: sync}" \
