@@ -53,9 +53,9 @@ from testbed.store import ClientStore
 
 
 class Parts(Protocol):
-    """What every protocol may ask of the kit; each protocol's own view (sync.SyncKit, asynchronous.AsyncKit,
-    hierarchical.HierarchicalKit) adds what it alone uses, so its signature says all it may touch
-    (tests/testbed/test_layers.py holds each module to its view)."""
+    """What every protocol asks of the kit; each protocol's own view (sync.SyncKit, asynchronous.AsyncKit,
+    hierarchical.HierarchicalKit) adds the rest it uses, so its signature says all it touches
+    (tests/testbed/test_layers.py holds each module to its view: every name it uses declared, none unused)."""
 
     scenario: Scenario
     server: Server
