@@ -4,7 +4,7 @@ one line with the rule it broke, instead of failing later, deep inside the testb
 What is checked, where (each hook's contract: docs/extending.md):
 - Strategy.init(params) and aggregate(...): a ServerState whose params have exactly the model's parameter names,
   each a dense tensor of the model's shape and dtype, on the server's device; aggregate returns the pair (state,
-  metrics). Checked in the kit (init, and kit.aggregate, which every protocol aggregates through).
+  metrics). Checked in the kit's server (init, and server.aggregate, which every protocol aggregates through).
 - metrics (aggregate's; a device's Result.metrics): a dict of str -> real number. Aggregate's are also finite
   (train_loss aside: its NaN is a diverged model, stopping.py's check_finite, after the round's row is written),
   not named like rounds.csv's own columns, server_flops not negative, and "tables" {csv file name: rows} writes
@@ -15,7 +15,7 @@ What is checked, where (each hook's contract: docs/extending.md):
   asynchronous dispatch every picked device needs its task (the slot is taken for it).
 - Strategy.start(task, received): (params, optimizer state or None), params a dict of tensors (execution/common.py).
 - Strategy.finish(...): a Result whose update holds, for each part of the task's uplink codec, each model
-  parameter at its shape (what the codec encodes; checked in the kit before encoding).
+  parameter at its shape (what the codec encodes; checked in the kit's task work before encoding).
 - Strategy.personal_models(state): a dict of device id -> params of the model's names and shapes (evaluation.py).
 - Selector.select(state, ctx, rng): the pair (ids, state); integer ids, within the fleet, usable at that instant
   (ctx.usable_each), none twice, at most ctx.n_select (protocols/participation.py's select); in an asynchronous dispatch, at

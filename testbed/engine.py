@@ -45,4 +45,4 @@ class Engine:
         finally:
             gc.unfreeze()
             self.exp.executor.close()
-        return self.kit.stop.ending(tuple(self.kit.contracts.no_task))
+        return self.kit.stop.ending(tuple(self.exp.contracts.no_task))

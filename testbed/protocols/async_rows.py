@@ -5,7 +5,7 @@ Semantics:
   and those that ended unbuffered, "dropped" or "stale"), the buffer it aggregated (each task with its
   staleness), the strategy's metrics, the scores (empty where r was not evaluated) and the tasks cut at its
   instant where it is the run's last ("unfinished").
-- `aggregation_rows` gives its row of rounds.csv (kit.round_row's columns, its span from the previous aggregation's
+- `aggregation_rows` gives its row of rounds.csv (recorder.round_row's columns, its span from the previous aggregation's
   instant; plus stale, unfinished, the staleness's mean and max over the aggregated tasks, NaN where none, and the
   scores) and its rows of events.csv: each task's phases, aggregated ones first ("done", their whole plan), then
   the window's in order of ending (their whole plan), then the cut ones in device order (their phases as they

@@ -44,7 +44,6 @@ import simpy
 import devices
 from testbed import migrations
 from testbed.algorithms.base import Failure, ServerState
-from testbed.execution.placement import Placement
 from testbed.network.topology import Topology
 from testbed.protocols.async_rows import Aggregated, TaskRow, aggregation_rows, cut_into, cut_rows
 from testbed.protocols.async_state import AsyncState, InFlight, Window, dispatched, task_ended, ticked, waking_at
@@ -59,7 +58,6 @@ class AsyncKit(Parts, Protocol):
     """What an asynchronous run asks of the kit (kit.py's Parts, and these)."""
 
     fleet: devices.Fleet
-    placement: Placement
     staleness: Callable[[int], float]
     topology: Topology | None
 
@@ -72,13 +70,13 @@ class AsyncServer:
         self.kit, self.env, self.cfg = kit, env, kit.scenario
         self.protocol = self.cfg.protocol
         self.weight = kit.staleness
-        start = kit.begin()
+        start = kit.server.begin()
         self.state: ServerState = start.state
         self.resumed, self.finished_before = start.resumed, start.finished   # from a checkpoint; of a finished run
         async_state = (migrations.async_state(start.protocol, start.played, AsyncState) if start.resumed else
                        AsyncState(Window(env.now)))
         # the models onto the server's device
-        self.async_state = replace(async_state, received=kit.placement.here(async_state.received))
+        self.async_state = replace(async_state, received=kit.server.placement.here(async_state.received))
         self.busy = np.zeros(kit.fleet.n, dtype=bool)  # the devices in async_state.in_flight, as a mask
         self.busy[list(self.async_state.in_flight)] = True
         self.saved = self.async_state.version                # the version of the last checkpoint
@@ -152,7 +150,7 @@ class AsyncServer:
         ended, self.ended = sorted(self.ended, key=lambda e: e[0].task.device), []
         for task, outcome in ended:
             self.busy[task.task.device] = False
-            self.kit.drain(list(task.plan.phases))
+            self.kit.work.drain(list(task.plan.phases))
             self.async_state, buffered = task_ended(self.async_state, task, outcome, p.max_staleness)
             if buffered and p.buffer_size is not None and len(self.async_state.buffer) >= p.buffer_size:
                 if self._aggregate():
@@ -206,7 +204,7 @@ class AsyncServer:
         kit, r = self.kit, async_state.version + 1
         arrivals = self._trained(model, async_state)
         failures = [Failure(t.task.device, why) for t, why in async_state.window.ended]
-        model, metrics = kit.aggregate(model, r, arrivals, failures)
+        model, metrics = kit.server.aggregate(model, r, arrivals, failures)
         arrived = [Outcome(t.task.device, t.task.round, "arrived", t.plan.phases[0].start_s, t.plan.end_s, a.metrics)
                    for (t, _), a in zip(async_state.buffer, arrivals)]
         kit.participation.ended(r, now, arrived + [Outcome(t.task.device, t.task.round, why, t.plan.phases[0].start_s,
@@ -226,12 +224,12 @@ class AsyncServer:
         """The buffer's updates trained, as the strategy aggregates them into `model`: FedBuff's s(tau) Delta (each
         update times its weight, one product a parameter), or FedAsync's mixture."""
         buffer, received = async_state.buffer, async_state.received
-        work = [(t.task, t.timeline, received[t.version][t.task.down]) for t, _ in buffer]
+        to_train = [(t.task, t.timeline, received[t.version][t.task.down]) for t, _ in buffer]
         weights = [self.weight(tau) for _, tau in buffer]
         if self.protocol.mixing is None:
-            return self.kit.train(work, weights)
+            return self.kit.work.train(to_train, weights)
         mixed = []
-        for arrival, (task, _), s in zip(self.kit.train(work), buffer, weights):
+        for arrival, (task, _), s in zip(self.kit.work.train(to_train), buffer, weights):
             alpha, start, x = self.protocol.mixing * s, received[task.version][task.task.down], model.params
             mixed.append(replace(arrival, update={n: alpha * (start[n] + u - x[n]) for n, u in arrival.update.items()}))
         return mixed
@@ -260,7 +258,7 @@ class AsyncServer:
             for i, task in enumerate(tasks, start=async_state.started + 1):
                 p = planned[task.device]
                 if task.down not in models:
-                    models |= kit.deliver(self.state, {task.down})
+                    models |= kit.work.deliver(self.state, {task.down})
                 flights.append(InFlight(task, p.timeline, p.plan, async_state.version, i,
                                         p.battery_cut and p.plan.outcome == "dropped"))
             self.async_state = dispatched(async_state, flights, replanned, models)

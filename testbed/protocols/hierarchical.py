@@ -18,7 +18,7 @@ One cloud round r is one row of rounds.csv:
    cloud's ingress with the other edges' uploads as in 1.
 4. When the last edge's upload has landed, the cloud runs the scenario's server rule (strategy.aggregate: FedAvg,
    FedAdam, ...) on the edges' updates, each weighted by the samples its rounds trained (an edge that trained
-   none is left out), and its own work, if any, on the server profile's clock (kit.server_work). An edge's
+   none is left out), and its own work, if any, on the server profile's clock (kit.server.compute). An edge's
    averaging takes no time (no strategy charges FLOPs for a mean).
 Edges are played in cell order, their rounds in order, drawing the selection stream in that order, so a seed
 gives the same tables. Edge rounds are numbered through the run, g = (r - 1) * edge_rounds + e (e = 1, 2, ...):
@@ -48,15 +48,16 @@ from testbed.network.contention import Usage
 from testbed.network.linklog import LinkLog
 from testbed.network.topology import Topology
 from testbed.payload import CODECS, transmit
+from testbed.protocols.kit import Parts
 from testbed.protocols.planning import Planned
-from testbed.protocols.sync import RoundPlay, SyncKit, idle_waits, outcomes, play_round
+from testbed.protocols.sync import RoundPlay, idle_waits, outcomes, play_round
 
 FIRST_EDGE = -2   # events.csv's device of the edge server of cell c is FIRST_EDGE - c
 
 
-class HierarchicalKit(SyncKit, Protocol):
-    """What hierarchical aggregation asks of the kit: a synchronous round's (its edge rounds are such rounds), the
-    cells' topology and links.csv's log."""
+class HierarchicalKit(Parts, Protocol):
+    """What hierarchical aggregation asks of the kit: kit.py's Parts (its edge rounds are synchronous rounds, with
+    no probe), the cells' topology and links.csv's log."""
 
     topology: Topology
     links: LinkLog
@@ -109,7 +110,7 @@ def run_hierarchical(kit: HierarchicalKit, env: simpy.Environment):
     cells = [(c, kit.topology.cell == c) for c in range(len(kit.topology.names))]
     cells = [(c, members) for c, members in cells if members.any()]
     down, up = CODECS[cfg.codec.down], CODECS[cfg.codec.up]
-    start = kit.begin()
+    start = kit.server.begin()
     if start.finished:
         return
     state, played = start.state, start.played
@@ -124,7 +125,7 @@ def run_hierarchical(kit: HierarchicalKit, env: simpy.Environment):
             kit.stop.ran_out_of_devices(t_start)
             break   # nobody will be able to train again
         kit.participation.looked(online, t_start)
-        sent = kit.deliver(state, {down})[down]
+        sent = kit.work.deliver(state, {down})[down]
         arrived = backhaul(kit, [c for c, _ in cells], np.full(len(cells), float(t_start)), "down",
                            kit.planner.payload_bytes(down))
         edges = [play_edge(kit, state, sent, c, members, r, t_start, down_s)
@@ -134,9 +135,9 @@ def run_hierarchical(kit: HierarchicalKit, env: simpy.Environment):
             e.backhaul.append(Phase(edge_id(e.cell), "backhaul_up", e.clock.advance(up_s), e.clock.t, True, up_s))
         for step in max(edges, key=lambda e: e.clock.t).clock.steps:   # to the last upload's landing
             yield env.timeout(step)
-        state, metrics = kit.aggregate(state, r, [e.update for e in edges if e.update is not None], [])
+        state, metrics = kit.server.aggregate(state, r, [e.update for e in edges if e.update is not None], [])
         server_flops = int(metrics.pop("server_flops", 0))
-        server_rows = yield from kit.server_work(env, r, server_flops)
+        server_rows = yield from kit.server.compute(env, r, server_flops)
         rounds = [er for e in edges for er in e.rounds]
         row = record.round_row(r, t_start, env.now, n_online=int(online.sum()),
                                excluded=who.excluded(online, t_start), selected=sum(len(er.tasks) for er in rounds),
@@ -227,9 +228,9 @@ def edge_round(kit: HierarchicalKit, state: ServerState, members: np.ndarray, ot
     for step in play.steps:
         clock.advance(step)
     phases = play.phases + idle_waits(kit, play)
-    kit.drain(phases)
-    received = kit.deliver(state, {tasks[d].down for d in play.used})
-    arrivals = kit.train([(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.used)])
+    kit.work.drain(phases)
+    received = kit.work.deliver(state, {tasks[d].down for d in play.used})
+    arrivals = kit.work.train([(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.used)])
     picks.round_ended(g, clock.t, t0, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
     return EdgeRound(g, tasks, planned, play, phases, arrivals)
 

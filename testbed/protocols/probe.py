@@ -15,6 +15,7 @@ outcome "probe", and drain batteries like any phase.
 The loss is real: the global model the server holds, evaluated on the device's training samples in order (mean
 cross-entropy, testbed.execution.evaluate), deterministic. Deviation: a lossy downlink codec's rounding of the
 probed model is not applied to the loss.
+A part of the kit (kit.py), its `prober`, makes each round's Probe.
 """
 from __future__ import annotations
 
@@ -23,9 +24,16 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import torch
 
-from testbed.clock import Phase, TaskPlan, Timeline
+import devices
+from testbed.algorithms.base import ServerState
+from testbed.clock import Phase, TaskPlan, Timeline, plan_task
 from testbed.errors import TestbedError
+from testbed.payload import CODECS
+from testbed.protocols.evaluation import Evaluation
+from testbed.protocols.planning import Planner
+from testbed.resources import Resources
 
 PROBE_BYTES = 4  # the loss, one float32
 
@@ -65,3 +73,44 @@ class Probe:
         """Every probe phase, by device, with its timeline and whether it was wasted (no answer)."""
         return [(p, timeline, plan.outcome != "arrived") for d, (timeline, plan) in sorted(self.probed.items())
                 for p in plan.phases]
+
+
+class Prober:
+    """Each synchronous round's Probe, on the run's clock and model. `dataset`: the training samples' tensors,
+    `partition`: each device's (indices into them), `num_samples`: how many each holds; `forward_flops`: a
+    sample's forward pass; `down`: the name of the downlink codec the model is probed with; `shared`: the devices
+    share links (testbed/network/), so the probes' transfers are solved together."""
+
+    def __init__(self, planner: Planner, fleet: devices.Fleet, resources: Resources, evaluation: Evaluation,
+                 dataset, partition: list[np.ndarray], num_samples: np.ndarray, forward_flops: int, down: str,
+                 shared: bool):
+        self._planner, self._fleet, self._resources, self._evaluation = planner, fleet, resources, evaluation
+        self._dataset, self._partition, self._num_samples = dataset, partition, num_samples
+        self._forward_flops, self._down, self._shared = forward_flops, down, shared
+
+    def probe(self, state: ServerState, r: int, t0: float) -> Probe:
+        """Round r's probe from t0: the candidates' losses on the model in `state`, each download, forward pass
+        over its training samples and upload planned on the clock."""
+        return Probe(t0, lambda ids: self._plan(ids, r, t0), lambda d: self._loss(state, d))
+
+    def _plan(self, ids: np.ndarray, r: int, t0: float) -> dict[int, tuple[Timeline, TaskPlan]]:
+        bytes_down = self._planner.payload_bytes(CODECS[self._down])
+        capacity = self._fleet.train_flops_per_s(r)
+        timelines = {d: self._planner.timeline(d, bytes_down, self._forward_flops * int(self._num_samples[d]),
+                                               PROBE_BYTES, float(capacity[d]), t0) for d in ids.tolist()}
+        if self._shared:   # the probes' transfers share the links too, solved together
+            shared, online_until = self._planner.contended(ids, list(timelines.values()), t0)
+            timelines = dict(zip(timelines, shared))
+        else:
+            ends = np.array([t0 + sum(tl.seconds) for tl in timelines.values()])
+            online_until = self._fleet.availability.online_until_each(ids, t0, ends)
+        planned = {}
+        for (d, tl), until in zip(timelines.items(), online_until.tolist()):
+            offline_at, _ = self._resources.offline_at(d, t0, tl.seconds, until)
+            planned[d] = (tl, plan_task(d, t0, tl.seconds, offline_at))
+        return planned
+
+    def _loss(self, state: ServerState, d: int) -> float:
+        rows = torch.from_numpy(self._partition[d])
+        data = self._dataset
+        return self._evaluation.evaluate(state.params, data.train_x[rows], data.train_y[rows])[1]

@@ -24,25 +24,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Generator, Protocol
+from typing import Protocol
 
 import numpy as np
 import simpy
 
-from testbed.algorithms.base import Failure, ServerState
+from testbed.algorithms.base import Failure
 from testbed.clock import Phase, TaskPlan
 from testbed.protocols.kit import Parts
-from testbed.protocols.probe import Probe
+from testbed.protocols.probe import Prober
 from testbed.resources import idle_phase
 
 
 class SyncKit(Parts, Protocol):
     """What a synchronous round asks of the kit (kit.py's Parts, and these)."""
 
-    idle_energy: bool
-
-    def probe(self, state: ServerState, r: int, t0: float) -> Probe: ...
-    def server_work(self, env: simpy.Environment, r: int, flops: int) -> Generator[simpy.Event, None, list[dict]]: ...
+    prober: Prober
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,7 @@ def play_round(t0: float, plans: dict[int, TaskPlan], clients_per_round: int,
 def run_sync(kit: SyncKit, env: simpy.Environment):
     """simpy process: the scenario's synchronous rounds, from the first or from the kit's checkpoint."""
     cfg = kit.scenario
-    start = kit.begin()
+    start = kit.server.begin()
     if start.finished:
         return
     state, played = start.state, start.played
@@ -110,14 +107,14 @@ def run_sync(kit: SyncKit, env: simpy.Environment):
         t_start = env.now
         picks.looked(online, t_start)
         candidates = np.flatnonzero(usable)
-        probe = kit.probe(state, r, t_start)
+        probe = kit.prober.probe(state, r, t_start)
         selected = picks.select(r, t_start, cfg.round.n_select, lambda: candidates, lambda d: bool(usable[d]),
                                 usable_each=lambda devices: usable[devices], probe=probe)
         for step in probe.steps:
             yield env.timeout(step)
         t_dispatch = env.now
         if probe.probed:
-            kit.drain([p for p, _, _ in probe.phases])
+            kit.work.drain([p for p, _, _ in probe.phases])
         configured = picks.configure(state, r, candidates, cfg.round.n_select, selected)
         picks.dispatched(configured, r)
         tasks = {t.device: t for t in configured}
@@ -127,14 +124,14 @@ def run_sync(kit: SyncKit, env: simpy.Environment):
         for step in play.steps:
             yield env.timeout(step)
         phases = play.phases + idle_waits(kit, play)
-        kit.drain(phases)
-        received = kit.deliver(state, {tasks[d].down for d in play.used})
-        work = [(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.used)]
-        arrivals = kit.train(work)
-        state, metrics = kit.aggregate(state, r, arrivals, [Failure(d, why) for d, why in sorted(play.cut.items())])
+        kit.work.drain(phases)
+        received = kit.work.deliver(state, {tasks[d].down for d in play.used})
+        arrivals = kit.work.train([(tasks[d], planned[d].timeline, received[tasks[d].down]) for d in sorted(play.used)])
+        failures = [Failure(d, why) for d, why in sorted(play.cut.items())]
+        state, metrics = kit.server.aggregate(state, r, arrivals, failures)
         picks.round_ended(r, env.now, t_dispatch, *outcomes(planned, play), {a.device: a.metrics for a in arrivals})
         server_flops = int(metrics.pop("server_flops", 0))
-        server_rows = yield from kit.server_work(env, r, server_flops)
+        server_rows = yield from kit.server.compute(env, r, server_flops)
         depleted = sum(p.battery_cut and play.cut.get(d) == "dropped" for d, p in planned.items())
         row = record.round_row(r, t_start, env.now, n_online=int(online.sum()), excluded=excluded,
                                selected=len(tasks), arrived=len(play.used), outcomes=list(play.cut.values()),
@@ -193,9 +190,9 @@ def outcomes(planned: dict, play: RoundPlay) -> tuple[list[int], list[str], list
     return devices, seen, ends
 
 
-def idle_waits(kit: SyncKit, play: RoundPlay) -> list[Phase]:
+def idle_waits(kit: Parts, play: RoundPlay) -> list[Phase]:
     """With idle energy: each used device's wait, from its upload's end to the round's close."""
-    if not kit.idle_energy:
+    if not kit.work.idle_energy:
         return []
     ends = {p.device: p.end_s for p in play.phases if p.phase == "upload" and p.completed}
     waits = (idle_phase(d, ends[d], play.t_end) for d in play.used)

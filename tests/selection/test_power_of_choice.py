@@ -152,8 +152,8 @@ def test_a_device_offline_mid_probe_gives_no_loss_and_is_not_picked(two_devices,
 def test_probed_losses_are_the_models_cross_entropy_on_each_devices_training_data(two_devices):
     exp = sc.build(sc.validate(two_devices, "test"))
     kit = Kit(exp, lambda *_: None)
-    state = kit.begin().state
-    probe = kit.probe(state, 1, 0.0)
+    state = kit.server.begin().state
+    probe = kit.prober.probe(state, 1, 0.0)
     losses = probe(np.array([1, 0]))
     with torch.no_grad():
         for d, loss in zip([1, 0], losses):

@@ -29,7 +29,7 @@ def test_the_clock_and_resources_import_neither_simpy_nor_the_protocols():
 
 def test_a_round_planned_at_once_and_a_task_cut_by_its_device_going_offline(two_devices, tmp_path):
     kit = kit_for(two_devices)
-    start = kit.begin()
+    start = kit.server.begin()
     assert (start.played, start.resumed, start.finished, start.protocol) == (0, False, False, {})
     tasks = {t.device: t for t in kit.participation.configure(start.state, 1, np.array([0, 1]), 2, np.array([0, 1]))}
     planned = kit.planner.plan_round(tasks, 1, 0.0)
@@ -67,7 +67,7 @@ def test_who_is_usable_and_when_to_wake(two_devices, tmp_path):
 def test_configure_asks_the_strategy_and_only_dispatched_writes_the_history(two_devices):
     kit = kit_for(two_devices)
     picks = kit.participation
-    tasks = picks.configure(kit.begin().state, 1, np.array([0, 1]), 2, np.array([1]))
+    tasks = picks.configure(kit.server.begin().state, 1, np.array([0, 1]), 2, np.array([1]))
     assert [t.device for t in tasks] == [1] and picks.history.selected.tolist() == [0, 0]
     picks.dispatched(tasks, 1)
     assert picks.history.selected.tolist() == [0, 1]

@@ -118,12 +118,13 @@ def _members(name: str, classes: dict[str, ast.ClassDef]) -> set[str]:
 
 @pytest.mark.parametrize("protocol", sorted(VIEWS))
 def test_a_protocol_touches_only_what_its_kit_view_declares(protocol):
-    """Each protocol's signature says what it may touch of the kit (protocols/kit.py's Parts and its own view):
-    every `kit.<name>` in its module is declared there."""
+    """Each protocol's signature says what it touches of the kit (protocols/kit.py's Parts and its own view):
+    every `kit.<name>` in its module is declared there, and every name declared there is used."""
     classes = {node.name: node for module in ("kit", *VIEWS) for node in ast.walk(ast.parse(
         (PACKAGE / "protocols" / f"{module}.py").read_text())) if isinstance(node, ast.ClassDef)}
     used = {node.attr for node in ast.walk(ast.parse((PACKAGE / "protocols" / f"{protocol}.py").read_text()))
             if isinstance(node, ast.Attribute) and (
                 (isinstance(node.value, ast.Name) and node.value.id == "kit") or
                 (isinstance(node.value, ast.Attribute) and node.value.attr == "kit"))}
-    assert used and sorted(used - _members(VIEWS[protocol], classes)) == []
+    declared = _members(VIEWS[protocol], classes)
+    assert (sorted(used - declared), sorted(declared - used)) == ([], [])
