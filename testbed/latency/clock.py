@@ -42,7 +42,7 @@ import torch
 
 from devices.latency import Calibrated, Roofline
 from devices.profiles import DeviceProfile
-from testbed.flops import FLOPS_PER_MULTIPLY_ADD, forward_flops_per_sample
+from testbed.flops import FLOPS_PER_MULTIPLY_ADD
 from testbed.latency.shrink import shape_key, shrunk
 from testbed.latency.trace import at_batch, trace_step
 
@@ -144,14 +144,14 @@ class FleetLatency:
     """compute: latency for one run: each task's compute seconds on its device's profile (its group's, overrides
     included), given to the planner as the FLOP/s at which the task's counted FLOPs take that long."""
 
-    def __init__(self, exp):
+    def __init__(self, exp, forward_flops: int):
         strategy = exp.strategy
         self.client = getattr(strategy, "client", None)
         if not hasattr(self.client, "batch_sizes"):   # a strategy without a local optimizer of ours: the scenario's
             from testbed.local import LocalSGD
             self.client = LocalSGD(**exp.scenario.client.model_dump())
         self.steps = StepClock(exp.model, exp.dataset.train_x[:1], self.client)
-        self.forward_flops = forward_flops_per_sample(exp.model, exp.dataset.train_x[:1])   # the dense model's
+        self.forward_flops = forward_flops   # a sample's forward multiply-adds through the dense model
         self.profiles = [g.profile for g in exp.fleet.groups]
         self.group = exp.fleet.group
         self.nominal = exp.fleet.peak_flops * exp.fleet.efficiency

@@ -97,7 +97,8 @@ class Kit:
         network = scenario.network   # None: every device on links of its own
         self.topology = None if network is None else Topology.build(network, self.fleet.group)
         self.links = LinkLog(self.topology)   # links.csv's rows, as the solves give them
-        self.planner = Planner(self.fleet, self.topology, self.links, resources, shapes, forward_flops, _latency(exp))
+        self.planner = Planner(self.fleet, self.topology, self.links, resources, shapes, forward_flops,
+                               _latency(exp, forward_flops))
         self.stop = StopRules(scenario, ask)   # when the run stops, and how it ended early
         self.availability = Availability(self.fleet, resources)
         registry = declared(self.fleet, scenario, shapes, forward_flops, num_samples)
@@ -106,7 +107,7 @@ class Kit:
         self.recorder = Recorder(scenario, resources, self.topology, self.links, evaluation, self.stop,
                                  self.participation, (selection, strategy_rng), on_round, on_checkpoint)
         self.server = Server(exp.strategy, contracts, placement, params, device_state,
-                             profile.peak_flops * profile.efficiency, start,
+                             profile.train_flops_per_s, start,
                              Restored(self.participation, resources, self.links, (selection, strategy_rng)))
         self.work = TaskWork(exp.strategy, contracts, exp.executor, exp.clients.train, scenario.seed, shapes,
                              self.planner, resources)
@@ -114,11 +115,11 @@ class Kit:
                              num_samples, forward_flops, scenario.codec.down, self.topology is not None)
 
 
-def _latency(exp: Experiment):
+def _latency(exp: Experiment, forward_flops: int):
     """compute: latency's FleetLatency, imported only there (it traces the model on fake tensors); None on the
-    FLOP clock."""
+    FLOP clock. `forward_flops`: a sample's through the model, counted once for the kit's parts."""
     if exp.scenario.compute != "latency":
         return None
     from testbed.latency.clock import FleetLatency
 
-    return FleetLatency(exp)
+    return FleetLatency(exp, forward_flops)

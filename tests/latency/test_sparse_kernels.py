@@ -9,6 +9,7 @@ from helpers import ROOT, TWO_DEVICES
 from testbed import scenario as sc
 from testbed.engine import Engine
 from testbed.errors import TestbedError
+from testbed.flops import forward_flops_per_sample
 from testbed.latency.clock import FleetLatency, sparse_seconds
 from testbed.payload import Dense
 
@@ -30,7 +31,7 @@ def _latency(groups_extra: dict, algorithm: str = "fedavg") -> dict:
 
 def test_a_masked_task_is_charged_its_kept_share_on_a_sparse_profile():
     exp = sc.build(sc.validate(_latency({"sparse_efficiency": 0.5}), "test", ROOT))
-    clock = FleetLatency(exp)
+    clock = FleetLatency(exp, forward_flops_per_sample(exp.model, exp.dataset.train_x[:1]))
     n = int(exp.clients.num_samples[0])
     dense = _task(0, n)
     quarter = dataclasses.replace(dense, forward_flops=clock.forward_flops // 4)
