@@ -53,7 +53,8 @@ REQUIRED_FIGURES = ("peak_flops", "efficiency", "up_Bps", "down_Bps", "latency_s
 FIGURES = REQUIRED_FIGURES + RESOURCE_FIELDS + ROOFLINE_FIELDS + (SPARSE_FIELD,)
 UNITS = {"peak_flops": "FLOP/s", "efficiency": "a fraction of the peak", "up_Bps": "bytes/s", "down_Bps": "bytes/s",
          "latency_s": "seconds", "memory_bytes": "bytes", "memory_Bps": "bytes/s",
-         "call_overhead_s": "seconds", SPARSE_FIELD: "a share of the dense rate, in (0, 1]"} | {field: "watts" for field in POWER_FIELDS}
+         "call_overhead_s": "seconds", SPARSE_FIELD: "a share of the dense rate, in (0, 1]"} | \
+    {field: "watts" for field in POWER_FIELDS}
 SOURCE_SUFFIX = "_source"
 KEYS = ("name",) + tuple(key for figure in FIGURES for key in (figure, figure + SOURCE_SUFFIX)) + ("latency",)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")  # a profile's name ends up in tables and plot labels

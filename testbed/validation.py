@@ -60,12 +60,9 @@ def selector_of(scenario: Scenario) -> Selector:
     rounds have none (needs_deadline), or where it cannot pick for the asynchronous dispatch or the edge rounds
     the protocol runs (async_refusal). The schema asked its class already (a Selector, not of the older
     interface, options by name and type, ASYNC)."""
-    from testbed.selection import SELECTORS
-
     section, kind = scenario.selection, scenario.protocol.kind
-    cls = plugins.resolve("selector", SELECTORS, section.name)
     try:
-        selector = cls(**section.options)
+        selector = section.selector_class()(**section.options)
     except (TypeError, ValueError) as err:
         raise refused_options("selection", section.name, err) from None
     if kind != "async" and scenario.round.deadline_s is None and selector.needs_deadline():
