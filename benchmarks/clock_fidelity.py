@@ -15,6 +15,10 @@ measured / predicted over the zoo cases: it separates the VM's drift between cal
 the predictor's shape). Each case is printed as it is measured, then the summary; --csv writes the cases.
 
     python benchmarks/clock_fidelity.py [--budget 180] [--profile FILE] [--out FILE] [--csv FILE] [--skip NAME ...]
+                                        [--save FILE.json.gz | --replay FILE.json.gz]
+
+--save keeps every measurement (benchmarks/_measured.py); --replay refits the clock on them and reports, measuring
+nothing: a change to the predictor is judged on the same measurements as the clock before it.
 """
 from __future__ import annotations
 
@@ -28,8 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
+import _measured
 from _harness import machine
 from testbed.flops import forward_flops_per_sample, training_flops
+from testbed.latency.clock import calibration_of
 from testbed.latency.calibration import (FIRST_ROUND, FIT_SHARE, Measurement, fit, machine_record, measure_round,
                                          new_networks, timing_overhead)
 from testbed.latency.networks import Workload
@@ -124,10 +130,10 @@ def summary(label: str, predicted: np.ndarray, measured: np.ndarray, zoo: np.nda
 
 
 def alternate(args, steps: list[Measurement]):
-    """Calibration's rounds and the cases' rounds, alternated (the module's docstring); the fitted clock."""
+    """Calibration's rounds and the cases' rounds, alternated (the module's docstring): the calibration's networks
+    (none with --profile) and the fitted clock."""
     start, overhead = time.perf_counter(), timing_overhead("cpu")
     if args.profile:
-        from testbed.latency.clock import calibration_of
         model, nets = calibration_of(args.profile), []
     else:
         nets = new_networks(FIRST_ROUND * FIT_SHARE * args.budget, "cpu", overhead)
@@ -139,12 +145,29 @@ def alternate(args, steps: list[Measurement]):
             m.fastest.add({"step": m.step_seconds(0.2)})
         print(f"round {r + 1} of {args.rounds} measured ({time.perf_counter() - start:.0f} s)", flush=True)
     if not nets:
-        return model
-    model = fit(nets, machine_record("cpu", 1, args.budget, nets))
-    if args.out:
-        from testbed.latency.device_file import write_device_file
-        write_device_file(args.out, model, "calibrated")
-    return model
+        return nets, model
+    return nets, fit(nets, machine_record("cpu", 1, args.budget, nets))
+
+
+def measure_cases(args) -> tuple[list[dict], list, object]:
+    """The cases' rows (measured_ms filled in), their traces, and the clock: measured now, or read back
+    (--replay) and refitted."""
+    if args.replay:
+        nets, rows, traces, record = _measured.load(args.replay)
+        print(f"replaying {args.replay}: {len(nets)} calibration networks, {len(rows)} cases, measured "
+              f"{record.get('measured', '?')} on {record.get('processor', '?')}")
+        return rows, traces, (calibration_of(args.profile) if args.profile else fit(nets, record))
+    rows, steps = [], []
+    for label, net, example, batch, own in cases(set(args.skip)):
+        steps.append(Measurement(Workload(net, example, batch, label), "cpu"))
+        flops = 2 * training_flops(forward_flops_per_sample(net, example), batch)
+        rows.append({"case": label, "own": own, "flops": flops})
+    nets, model = alternate(args, steps)
+    for row, m in zip(rows, steps):
+        row["measured_ms"] = m.fastest.best["step"] * 1e3
+    if args.save:
+        _measured.save(args.save, nets, rows, steps, model.machine or {})
+    return rows, [m.trace for m in steps], model
 
 
 def main(argv=None) -> int:
@@ -155,18 +178,17 @@ def main(argv=None) -> int:
     parser.add_argument("--csv", help="write every case here")
     parser.add_argument("--skip", nargs="*", default=[])
     parser.add_argument("--rounds", type=int, default=4, help="rounds of measurement over all cases")
+    parser.add_argument("--save", help="write every measurement here (.json.gz), for --replay")
+    parser.add_argument("--replay", help="refit and report on a --save file's measurements, measuring nothing")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(machine())
-    rows, steps = [], []
-    for label, net, example, batch, own in cases(set(args.skip)):
-        steps.append(Measurement(Workload(net, example, batch, label), "cpu"))
-        flops = 2 * training_flops(forward_flops_per_sample(net, example), batch)
-        rows.append({"case": label, "own": own, "flops": flops})
-    model = alternate(args, steps)
-    for row, m in zip(rows, steps):
-        row["latency_ms"] = model.step_seconds(m.trace)[0] * 1e3
-        row["measured_ms"] = m.fastest.best["step"] * 1e3
+    rows, traces, model = measure_cases(args)
+    if args.out and not args.profile:
+        from testbed.latency.device_file import write_device_file
+        write_device_file(args.out, model, "calibrated")
+    for row, trace in zip(rows, traces):
+        row["latency_ms"] = model.step_seconds(trace)[0] * 1e3
         print(f"{row['case']:28s} measured {row['measured_ms']:9.3f} ms  latency clock {row['latency_ms']:9.3f} ms "
               f"({row['latency_ms'] / row['measured_ms']:5.2f}x)")
     measured = np.array([r["measured_ms"] for r in rows])

@@ -1,12 +1,17 @@
 """The networks a calibration trains: one layer each, followed by a flatten and a linear classifier.
 
-Two sources, taken in turn (the second: one layer, a small 2-D CNN, an MLP or recurrent net, a 1-D CNN):
+Two sources, taken in turn (the second: one layer, a small 2-D CNN, an MLP or recurrent net, a 1-D CNN, a tiny
+chain of linear layers whose step is its fixed costs):
 - the zoo's own layers: every leaf layer of every built-in model at its reference input, at widths 1, 0.5 and 0.25
   (the submodel methods' shrunk networks), with the input shape it sees there;
 - sampled layers, for the models calibration never saw: convolutions (1-D, 2-D, grouped, depthwise) of sampled
   channels, kernels, strides and sizes; linear layers; batch, group and layer norms; max and average pooling;
   ReLU, tanh, GELU; LSTM and GRU; embeddings.
-Each comes at a sampled batch size, cut so that its step stays under MAX_STEP_FLOPS (a calibration measures many
+A layer that is not its model's first gets a gradient for its input, as in its model: an input that needs none
+skips half of a layer's backward pass (a convolution's or linear layer's gradient for its input; all of an
+activation's or a pooling layer's backward), and a calibration that measured every layer first measured each
+convolution's backward at half its work in a deep network (VGG-11 at batch 32: 8-18 ms against 16-48 ms). Such a
+network starts with a learnable scale of its input (_InputGrad). Each comes at a sampled batch size, cut so that its step stays under MAX_STEP_FLOPS (a calibration measures many
 networks rather than a few large ones; the predictors carry a large layer's rate from its nearest samples).
 """
 from __future__ import annotations
@@ -49,9 +54,24 @@ class _FirstOutput(nn.Module):
         return out[0] if isinstance(out, tuple) else out
 
 
-def one_layer(layer: nn.Module, sample: torch.Tensor, classes: int = 10) -> nn.Module:
-    """layer -> flatten -> a linear classifier of `classes`."""
+class _InputGrad(nn.Module):
+    """x times a learnable scalar: what follows it computes a gradient for its input, as a layer deep in a model
+    does."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def one_layer(layer: nn.Module, sample: torch.Tensor, classes: int = 10, input_grad: bool = False) -> nn.Module:
+    """layer -> flatten -> a linear classifier of `classes`; with input_grad (a floating input), the layer's
+    input needs a gradient (_InputGrad before it)."""
     body = _FirstOutput(layer)
+    if input_grad and sample.is_floating_point():
+        body = nn.Sequential(_InputGrad(), body)
     with torch.no_grad():
         features = body(sample).flatten(1).shape[1]
     while classes > 10 and features * classes > MAX_HEAD_WEIGHTS:
@@ -63,11 +83,12 @@ def _step_flops(layer_flops_per_sample: float) -> float:
     return 3 * 2 * layer_flops_per_sample
 
 
-def zoo_layers() -> list[tuple[nn.Module, torch.Tensor, str]]:
-    """Every distinct leaf layer of the zoo's models at WIDTHS, with one input as it sees it there."""
+def zoo_layers() -> list[tuple[nn.Module, torch.Tensor, str, bool]]:
+    """Every distinct leaf layer of the zoo's models at WIDTHS, with one input as it sees it there, and whether
+    its model computes that input's gradient (every layer after the first with parameters)."""
     from testbed.models import MODELS
     from testbed.models.summary import REFERENCE_INPUTS
-    found: dict[tuple, tuple[nn.Module, torch.Tensor, str]] = {}
+    found: dict[tuple, tuple[nn.Module, torch.Tensor, str, bool]] = {}
     for name, width in itertools.product(REFERENCE_INPUTS, WIDTHS):
         ref = REFERENCE_INPUTS[name]
         example = ref.example()
@@ -81,14 +102,16 @@ def zoo_layers() -> list[tuple[nn.Module, torch.Tensor, str]]:
             x = inputs[0]
             if not isinstance(x, torch.Tensor):
                 return
-            key = (repr(module), tuple(x.shape[1:]), x.dtype)
+            deep = x.requires_grad   # it depends on a parameter: its model computes its gradient
+            key = (repr(module), tuple(x.shape[1:]), x.dtype, deep)
             if key not in found:
-                found[key] = (copy.deepcopy(module), x[:1].detach().clone(), f"{model_name}:{type(module).__name__}")
+                found[key] = (copy.deepcopy(module), x[:1].detach().clone(),
+                              f"{model_name}:{type(module).__name__}{'' if deep else ' first'}", deep)
 
         for module in model.modules():
             if not list(module.children()) and not isinstance(module, _NO_WORK):
                 hooks.append(module.register_forward_hook(record))
-        with torch.no_grad():
+        with torch.enable_grad():
             model.eval()(example)
         for h in hooks:
             h.remove()
@@ -175,6 +198,16 @@ def _dense_stack(rng: np.random.Generator) -> tuple[nn.Module, torch.Tensor, str
         rnn.__name__
 
 
+def _tiny_chain(rng: np.random.Generator) -> tuple[nn.Module, torch.Tensor, str]:
+    """Linear layers of a few units, 1-24 deep, with or without biases: a step of almost nothing but its fixed
+    costs, so the step terms (a step's, an op's, a parameter tensor's: devices/latency.py) are told apart. Among
+    the other networks a step's tensors grow with its ops, and a fit could trade one term for another (the
+    fixed cost came out 0 and a tensor's 22 us in one calibration, 69 us and 7 us in the next)."""
+    width, depth, bias = int(rng.integers(1, 9)), int(rng.integers(1, 25)), bool(rng.integers(2))
+    return nn.Sequential(*[nn.Linear(width, width, bias=bias) for _ in range(depth)]), torch.randn(1, width), \
+        f"tiny x{depth}{'' if bias else ' no bias'}"
+
+
 def _fitted_batch(model: nn.Module, sample: torch.Tensor, rng: np.random.Generator) -> int:
     """A sampled batch size, halved until the step's FLOPs fit MAX_STEP_FLOPS."""
     from testbed.flops import flop_counts
@@ -185,11 +218,16 @@ def _fitted_batch(model: nn.Module, sample: torch.Tensor, rng: np.random.Generat
     return batch
 
 
-def _sampled(rng: np.random.Generator, i: int) -> tuple[nn.Module, torch.Tensor, str]:
-    """Sampled networks in turn: a layer, a 2-D CNN, a dense or recurrent net, a 1-D CNN."""
-    kind = i % 4
-    return (_sampled_layer(rng) if kind == 0 else _conv_stack(rng, 2) if kind == 1 else _dense_stack(rng)
-            if kind == 2 else _conv_stack(rng, 1))
+def _sampled(rng: np.random.Generator, i: int) -> tuple[nn.Module, torch.Tensor, str, bool]:
+    """Sampled networks in turn: a layer (deep in a model three times in four), a 2-D CNN, a dense or recurrent
+    net, a 1-D CNN, a tiny chain (each the whole model: its first layer reads the input)."""
+    kind = i % 5
+    if kind == 0:
+        layer, sample, label = _sampled_layer(rng)
+        deep = bool(rng.random() < 0.75)
+        return layer, sample, label + ("" if deep else " first"), deep
+    return (*(_conv_stack(rng, 2) if kind == 1 else _dense_stack(rng) if kind == 2 else _conv_stack(rng, 1)
+              if kind == 3 else _tiny_chain(rng)), False)
 
 
 def workloads(seed: int = 0) -> Iterator[Workload]:
@@ -199,7 +237,8 @@ def workloads(seed: int = 0) -> Iterator[Workload]:
     zoo = zoo_layers()
     order = rng.permutation(len(zoo))
     for i in itertools.count():
-        layer, sample, label = zoo[order[i // 2]] if i % 2 == 0 and i // 2 < len(zoo) else _sampled(rng, i // 2)
-        model = one_layer(copy.deepcopy(layer), sample, int(rng.choice(CLASSES)))
+        layer, sample, label, deep = zoo[order[i // 2]] if i % 2 == 0 and i // 2 < len(zoo) else \
+            _sampled(rng, i // 2)
+        model = one_layer(copy.deepcopy(layer), sample, int(rng.choice(CLASSES)), deep)
         batch = _fitted_batch(model, sample, rng)
         yield Workload(model, sample, batch, f"{label} x{batch}")

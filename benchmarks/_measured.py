@@ -1,0 +1,64 @@
+"""A fidelity run's measurements as a file (clock_fidelity.py --save / --replay): every calibration network's trace
+and fastest times (its ops' and its step's), and every case's trace and measured step. Replaying one refits the
+clock on exactly those measurements, so two predictors are compared on the same numbers rather than on two runs
+of a machine whose speed moves between runs (RESULTS.md). JSON, gzipped: data only, nothing in it runs."""
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+
+from testbed.latency.timing import Fastest
+from testbed.latency.trace import Op, Step
+
+FORMAT = "testbed-fidelity-measurements/1"
+
+
+@dataclass
+class Recorded:
+    """A calibration network as fit() reads it (calibration.Measurement's trace, fastest and samples)."""
+
+    label: str
+    trace: Step
+    fastest: Fastest
+
+    def samples(self):
+        return [(op, self.fastest.best[i]) for i, op in enumerate(self.trace.ops) if i in self.fastest.best]
+
+
+def _step(step: Step) -> dict:
+    return {"tensors": step.tensors, "ops": [[op.name, op.flops, op.nbytes, list(op.shapes)] for op in step.ops]}
+
+
+def _unstep(data: dict) -> Step:
+    return Step(tuple(Op(name, flops, nbytes, tuple(shapes)) for name, flops, nbytes, shapes in data["ops"]),
+                data["tensors"])
+
+
+def save(path: str, nets, rows: list[dict], steps, machine: dict) -> None:
+    """nets: calibration.Measurement (or Recorded); rows: the cases' rows; steps: the cases' Measurements."""
+    data = {"format": FORMAT, "machine": machine,
+            "networks": [{"label": m.work.label if hasattr(m, "work") else m.label, "trace": _step(m.trace),
+                          "rounds": m.fastest.rounds, "best": {str(k): v for k, v in m.fastest.best.items()}}
+                         for m in nets],
+            "cases": [{"case": r["case"], "own": r["own"], "flops": r["flops"], "trace": _step(m.trace),
+                       "measured_s": m.fastest.best["step"]} for r, m in zip(rows, steps)]}
+    with gzip.open(path, "wt") as f:
+        json.dump(data, f)
+
+
+def load(path: str) -> tuple[list[Recorded], list[dict], list[Step], dict]:
+    """(calibration networks, the cases' rows with measured_ms, the cases' traces, the machine)."""
+    with gzip.open(path, "rt") as f:
+        data = json.load(f)
+    if data.get("format") != FORMAT:
+        raise SystemExit(f"{path}: format {data.get('format')!r} is not {FORMAT!r}")
+    nets = []
+    for n in data["networks"]:
+        fastest = Fastest()
+        fastest.best = {(k if k == "step" else int(k)): v for k, v in n["best"].items()}
+        fastest.rounds = n["rounds"]
+        nets.append(Recorded(n["label"], _unstep(n["trace"]), fastest))
+    rows = [{"case": c["case"], "own": c["own"], "flops": c["flops"], "measured_ms": c["measured_s"] * 1e3}
+            for c in data["cases"]]
+    return nets, rows, [_unstep(c["trace"]) for c in data["cases"]], data["machine"]
