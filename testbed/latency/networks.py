@@ -7,11 +7,12 @@ chain of linear layers whose step is its fixed costs):
 - sampled layers, for the models calibration never saw: convolutions (1-D, 2-D, grouped, depthwise) of sampled
   channels, kernels, strides and sizes; linear layers; batch, group and layer norms; max and average pooling;
   ReLU, tanh, GELU; LSTM and GRU; embeddings.
-A layer that is not its model's first gets a gradient for its input, as in its model: an input that needs none
-skips half of a layer's backward pass (a convolution's or linear layer's gradient for its input; all of an
-activation's or a pooling layer's backward), and a calibration that measured every layer first measured each
-convolution's backward at half its work in a deep network (VGG-11 at batch 32: 8-18 ms against 16-48 ms). Such a
-network starts with a learnable scale of its input (_InputGrad). Each comes at a sampled batch size, cut so that its step stays under MAX_STEP_FLOPS (a calibration measures many
+A layer that is not its model's first with parameters gets a gradient for its input, as in its model: an input
+that needs none skips part of a layer's backward pass (a convolution's or linear layer's gradient for its input; all
+of an activation's or a pooling layer's backward), and a calibration that measured every layer first timed each
+convolution's backward at about half its work in a deep network (VGG-11 at batch 32: 8-33 ms against 16-48 ms).
+Such a network starts with a learnable scale of its input (_InputGrad).
+Each comes at a sampled batch size, cut so that its step stays under MAX_STEP_FLOPS (a calibration measures many
 networks rather than a few large ones; the predictors carry a large layer's rate from its nearest samples).
 """
 from __future__ import annotations
