@@ -17,7 +17,6 @@ A set of flows is given here as segments: (start, end, rate, flow) arrays, a flo
 """
 from __future__ import annotations
 
-from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -49,17 +48,32 @@ def of_solved(flows) -> Segments:
 def of_profiles(profiles: list[tuple[tuple[float, ...], tuple[float, ...]]], t: float) -> Segments:
     """Profiles' (instants, bytes moved by each) rate segments from instant t on: the slope between two
     breakpoints, clipped to start no earlier than t; segments of no length or wholly before t are left out."""
-    instants, amounts = [p[0] for p in profiles], [p[1] for p in profiles]
-    lengths = np.fromiter(map(len, instants), np.int64, len(profiles))
-    times = np.fromiter(chain.from_iterable(instants), float, int(lengths.sum()))
-    moved = np.fromiter(chain.from_iterable(amounts), float, len(times))
-    owner = np.repeat(np.arange(len(profiles)), lengths)
-    pair = owner[1:] == owner[:-1]               # point j and j + 1 are one flow's
-    start, end = times[:-1][pair], times[1:][pair]
+    if not profiles:
+        return Segments(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+    parts = [_segments(profile) for profile in profiles]
+    start, end, rate = (np.concatenate(column) for column in zip(*parts))
+    owner = np.repeat(np.arange(len(parts)), [len(part[0]) for part in parts])
     keep = end > np.maximum(start, t)
+    return Segments(np.maximum(start, t)[keep], end[keep], rate[keep], owner[keep])
+
+
+# A profile's segments (start, end, rate), by the profile's identity (profiles are tuples, never changed): a carried
+# flow's are read at every dispatch while it is in flight, ~100 a dispatch. Each entry holds its profile, so an id
+# is never reused while it is here; emptied when it grows large.
+_SEGMENTS: dict[int, tuple] = {}
+
+
+def _segments(profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    hit = _SEGMENTS.get(id(profile))
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    times, moved = np.array(profile[0], dtype=float), np.array(profile[1], dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rate = (moved[1:][pair] - moved[:-1][pair]) / (end - start)
-    return Segments(np.maximum(start, t)[keep], end[keep], rate[keep], owner[:-1][pair][keep])
+        segments = times[:-1], times[1:], (moved[1:] - moved[:-1]) / (times[1:] - times[:-1])
+    if len(_SEGMENTS) >= 4096:
+        _SEGMENTS.clear()
+    _SEGMENTS[id(profile)] = (profile, segments)
+    return segments
 
 
 class Apart(NamedTuple):
@@ -100,7 +114,7 @@ class OnLinks:
 
     def __init__(self, solved: tuple[Segments, np.ndarray], was: tuple[Segments, np.ndarray],
                  kept: tuple[Segments, np.ndarray], capacity: np.ndarray):
-        self.solved_links, self.kept_links = solved[1], kept[1]
+        self.solved_links, self.kept_links, self.n_links = solved[1], kept[1], len(capacity)
         times, links, deltas = [], [], []
         for column, (segments, flow_links) in enumerate((solved, was, kept)):
             if not len(segments.flow):
@@ -134,17 +148,23 @@ class OnLinks:
         """The kept flows to take in, a mask over the kept set's links: every kept flow on a link where, at some
         instant, kept flows and solved ones, or kept flows and what the solved carried ones were, are on it at once
         and reach its capacity (the kept flows' solve was made with those as they were)."""
-        met = np.unique(self.links[self.met])
-        return np.isin(self.kept_links, met).any(axis=1) if len(met) else np.zeros(len(self.kept_links), dtype=bool)
+        return self._marked(self.links[self.met])[self.kept_links].any(axis=1)
 
-    def usage_rows(self, direction: str) -> list[tuple[str, int, float, float, float]]:
-        """links.csv's rows (direction, link, t_start, t_end, Bps) of the links the solved flows cross: the solved
+    def _marked(self, links: np.ndarray) -> np.ndarray:
+        """A mask over the links and the padding (index -1, never marked) of these links: np.isin's answer by
+        indexing, without its sort (a few calls a dispatch)."""
+        mark = np.zeros(self.n_links + 1, dtype=bool)
+        mark[links] = True
+        mark[-1] = False
+        return mark
+
+    def usage_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """links.csv's rows (link, t_start, t_end, Bps), as columns, of the links the solved flows cross: the solved
         and kept flows' summed rate from each instant it changes on the link to the next, where some flow is on it."""
-        on = np.isin(self.links, self.solved_links[self.solved_links >= 0])
+        on = self._marked(self.solved_links.ravel())[self.links]
         instants, links = self.instants[on], self.links[on]
         ends = np.append(np.where(links[1:] == links[:-1], instants[1:], np.inf), np.inf)
         busy = (self.solved_count + self.kept_count)[on] > 0.5
         load = (self.solved_load + self.kept_load)[on]
         order = np.lexsort((links[busy], instants[busy]))    # by instant, then link, as Usage.add gives a solve's
-        return list(zip([direction] * int(busy.sum()), links[busy][order].tolist(), instants[busy][order].tolist(),
-                        ends[busy][order].tolist(), load[busy][order].tolist()))
+        return links[busy][order], instants[busy][order], ends[busy][order], load[busy][order]

@@ -53,7 +53,8 @@ def test_a_new_flow_that_starts_after_the_kept_one_ends_never_meets_it():
     both = OnLinks((of_solved(new), np.array([[0]])), NOTHING, (kept, kept_links), np.array([10 * MB]))
     assert not both.apart_fails() and not both.meeting().any()
     # links.csv's rows from t = 1: the kept flow's 8 MB/s until 4, then the new one's 9 until 4 + 4/9
-    assert both.usage_rows("down") == [("down", 0, 1.0, 4.0, 8 * MB), ("down", 0, 4.0, 4.0 + 4 / 9, 9 * MB)]
+    rows = list(zip(*(column.tolist() for column in both.usage_rows())))
+    assert rows == [(0, 1.0, 4.0, 8 * MB), (0, 4.0, 4.0 + 4 / 9, 9 * MB)]
 
 
 def two_worlds(seed: int, n: int = 24, cells: int = 3, dispatches: int = 12):
