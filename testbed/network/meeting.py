@@ -18,6 +18,7 @@ A set of flows is given here as segments: (start, end, rate, flow) arrays, a flo
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -49,32 +50,17 @@ def of_solved(flows) -> Segments:
 def of_profiles(profiles: list[tuple[tuple[float, ...], tuple[float, ...]]], t: float) -> Segments:
     """Profiles' (instants, bytes moved by each) rate segments from instant t on: the slope between two
     breakpoints, clipped to start no earlier than t; segments of no length or wholly before t are left out."""
-    if not profiles:
-        return Segments(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
-    parts = [_segments(profile) for profile in profiles]
-    start, end, rate = (np.concatenate(column) for column in zip(*parts))
-    owner = np.repeat(np.arange(len(parts)), [len(part[0]) for part in parts])
+    instants, amounts = [p[0] for p in profiles], [p[1] for p in profiles]
+    lengths = np.fromiter(map(len, instants), np.int64, len(profiles))
+    times = np.fromiter(chain.from_iterable(instants), float, int(lengths.sum()))
+    moved = np.fromiter(chain.from_iterable(amounts), float, len(times))
+    owner = np.repeat(np.arange(len(profiles)), lengths)
+    pair = owner[1:] == owner[:-1]               # point j and j + 1 are one flow's
+    start, end = times[:-1][pair], times[1:][pair]
     keep = end > np.maximum(start, t)
-    return Segments(np.maximum(start, t)[keep], end[keep], rate[keep], owner[keep])
-
-
-# A profile's segments (start, end, rate), by the profile's identity (profiles are tuples, never changed): a carried
-# flow's are read at every dispatch while it is in flight, ~100 a dispatch. Each entry holds its profile, so an id
-# is never reused while it is here; emptied when it grows large.
-_SEGMENTS: dict[int, tuple] = {}
-
-
-def _segments(profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    hit = _SEGMENTS.get(id(profile))
-    if hit is not None and hit[0] is profile:
-        return hit[1]
-    times, moved = np.array(profile[0], dtype=float), np.array(profile[1], dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        segments = times[:-1], times[1:], (moved[1:] - moved[:-1]) / (times[1:] - times[:-1])
-    if len(_SEGMENTS) >= 4096:
-        _SEGMENTS.clear()
-    _SEGMENTS[id(profile)] = (profile, segments)
-    return segments
+        rate = (moved[1:][pair] - moved[:-1][pair]) / (end - start)
+    return Segments(np.maximum(start, t)[keep], end[keep], rate[keep], owner[:-1][pair][keep])
 
 
 class Apart(NamedTuple):
