@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -53,28 +55,34 @@ class SharedTimeline(Timeline):
         return min(total, int(fluid.moved_by(profile, start + elapsed_s))), 0
 
 
-@dataclass(frozen=True)
-class Carried:
-    """A task in flight when others are dispatched: its device, its timeline so far and when it goes offline."""
+class Carried(NamedTuple):
+    """A task in flight when others are dispatched: its device, its timeline so far and when it goes offline (a
+    named tuple: a hundred a dispatch)."""
 
     device: int
     timeline: SharedTimeline
     offline_at: float
 
 
-@dataclass
 class Usage:
-    """Each link's summed rate between the solve's events: (direction, link, t_start, t_end, Bps) rows."""
+    """Each link's summed rate between the solve's events: rows (direction, link, t_start, t_end, Bps), kept as
+    column chunks (a dispatch through 100 cells gives hundreds, and links.csv's log filters them as arrays)."""
 
-    rows: list[tuple[str, int, float, float, float]]
+    def __init__(self, rows: list[tuple[str, int, float, float, float]] = ()):
+        self.chunks: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        for direction, link, start, end, bps in rows:
+            self.extend(direction, np.array([link]), np.array([start]), np.array([end]), np.array([bps]))
+
+    def extend(self, direction: str, link: np.ndarray, start: np.ndarray, end: np.ndarray, bps: np.ndarray) -> None:
+        """Rows of one direction, as columns, after those already here."""
+        self.chunks.append((direction, link, start, end, bps))
 
     def add(self, direction: str, flows) -> None:
         """The links' loads of a solve of this direction's flows, between its events: event by event, each loaded
         link in index order."""
         event, link = np.nonzero(flows.load_Bps > 0)   # row-major: by event, then link
         ends = np.append(flows.event_s[1:], math.inf)
-        self.rows += zip([direction] * len(event), link.tolist(), flows.event_s[event].tolist(), ends[event].tolist(),
-                         flows.load_Bps[event, link].tolist())
+        self.extend(direction, link, flows.event_s[event], ends[event], flows.load_Bps[event, link])
 
 
 def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
@@ -223,7 +231,7 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         tasks[i].flow[direction] = None
         tasks[i].solved(direction, flow)
     if standing.carried:
-        usage.rows += both.usage_rows(direction)
+        usage.extend(direction, *both.usage_rows())
     else:
         usage.add(direction, flows)
 
@@ -234,16 +242,16 @@ class _Standing:
 
     def __init__(self, topology: Topology, direction: str, t: float, kept: dict[int, Carried], server: bool):
         self.t, self.up = t, direction == "up"
-        self.carried = {i: c for i, c in kept.items() if (p := self.profile(c.timeline)) and p[0][-1] > t}
+        # attribute getters, not a method call a task: ~100 kept tasks, twice a dispatch
+        self.profile = attrgetter("up_profile" if self.up else "down_profile")
+        of_carried = attrgetter("timeline." + ("up_profile" if self.up else "down_profile"))
+        self.carried = {i: c for i, c in kept.items() if (p := of_carried(c)) and p[0][-1] > t}
         self.segments = self.of([c.timeline for c in self.carried.values()])
         self.links = _links(topology, [c.device for c in self.carried.values()], direction, server)
 
-    def profile(self, timeline: SharedTimeline) -> Profile:
-        return timeline.up_profile if self.up else timeline.down_profile
-
     def of(self, timelines: list[SharedTimeline]) -> meeting.Segments:
         """These timelines' flows of this direction as their earlier solve had them, from t on."""
-        return meeting.of_profiles([self.profile(timeline) for timeline in timelines], self.t)
+        return meeting.of_profiles(list(map(self.profile, timelines)), self.t)
 
     def take(self, mask: np.ndarray) -> list[int]:
         """Those of `mask` leave the kept set; returns their indices."""

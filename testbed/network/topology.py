@@ -65,8 +65,20 @@ class Topology:
     def links(self, devices: np.ndarray, direction: str, server: bool = True) -> np.ndarray:
         """(k, 3) the links these devices' transfers of `direction` cross, padded with -1: their cells', and with
         `server` (to and from the server, not an edge server) their cells' backhauls and the server's, where those
-        have a capacity."""
-        cells = self.cell[np.asarray(devices, dtype=np.int64)]
+        have a capacity. Rows of a table made once per cell (its last row: no cell, index -1): an asynchronous
+        dispatch asks for the ~100 tasks in flight, twice."""
+        key = (direction, server)
+        table = self._link_tables.get(key)
+        if table is None:
+            table = self._link_tables[key] = self._links_of(np.append(np.arange(len(self.names)), -1), direction,
+                                                            server)
+        return table[self.cell[np.asarray(devices, dtype=np.int64)]]
+
+    @cached_property
+    def _link_tables(self) -> dict[tuple[str, bool], np.ndarray]:
+        return {}
+
+    def _links_of(self, cells: np.ndarray, direction: str, server: bool) -> np.ndarray:
         capacity = self.capacity[direction]
         backhaul = np.where(cells >= 0, cells + len(self.names), -1)
         if not server:

@@ -48,7 +48,6 @@ from testbed.network.topology import Topology
 from testbed.protocols.async_rows import Aggregated, TaskRow, aggregation_rows, cut_into, cut_rows
 from testbed.protocols.async_state import AsyncState, InFlight, Window, dispatched, task_ended, ticked, waking_at
 from testbed.protocols.kit import Parts
-from testbed.protocols.planning import Planned
 from testbed.selection import Outcome
 
 __all__ = ["AsyncServer", "run_async", "wait_until"]
@@ -244,8 +243,8 @@ class AsyncServer:
             kit, now, number = self.kit, self.env.now, async_state.dispatches + 1
             tasks = kit.participation.configure(self.state, number, picked, len(picked), picked)
             kit.participation.dispatched(tasks, number)
-            carried = ({d: Planned(f.task, f.timeline, f.plan, f.battery_cut) for d, f in async_state.in_flight.items()}
-                       if kit.topology is not None else None)  # shared links: the tasks in flight share with these
+            # shared links: the tasks in flight share with these (an InFlight reads as a Planned)
+            carried = async_state.in_flight if kit.topology is not None else None
             planned = kit.planner.plan_round({task.device: task for task in tasks}, async_state.version + 1, now,
                                              carried)
             models = dict(async_state.received.get(async_state.version, {}))

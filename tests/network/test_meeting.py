@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from testbed.clock import Timeline
-from testbed.network import solve
+from testbed.network import meeting, solve
 from testbed.network.contention import Carried, contend
 from testbed.network.meeting import OnLinks, alone, of_profiles, of_solved
 from testbed.network.topology import Topology
@@ -46,6 +46,24 @@ def test_a_new_flow_meets_a_kept_one_where_their_rates_reach_the_links_capacity(
     assert not both.apart_fails() and both.meeting().tolist() == [meets]
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_few_flows_alone_in_python_floats_are_the_arrays_bit_for_bit(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n = int(rng.integers(0, meeting.FEW + 1))
+        start = rng.uniform(0, 10, n).round(int(rng.integers(0, 3)))   # rounded: ties with the stops
+        size = np.where(rng.random(n) < 0.2, 0.0, rng.uniform(1, 1e7, n))
+        cap, links = rng.uniform(1e5, 1e7, n), rng.integers(-1, 5, (n, 3))
+        capacity = np.where(rng.random(5) < 0.3, np.inf, rng.uniform(1e5, 2e7, 5))
+        stop = np.where(rng.random(n) < 0.5, np.inf, start + rng.uniform(-1, 5, n))
+        few = alone(start, size, cap, links, capacity, stop)
+        monkeypatch.setattr(meeting, "FEW", -1)
+        arrays = alone(start, size, cap, links, capacity, stop)
+        monkeypatch.undo()
+        for a, b in zip(few, arrays):
+            assert a.dtype == b.dtype and repr(a.tolist()) == repr(b.tolist())
+
+
 def test_a_new_flow_that_starts_after_the_kept_one_ends_never_meets_it():
     kept, kept_links = kept_flow()
     new = alone(np.array([4.0]), np.array([4 * MB]), np.array([9 * MB]), np.array([[0]]), np.array([10 * MB]),
@@ -53,7 +71,8 @@ def test_a_new_flow_that_starts_after_the_kept_one_ends_never_meets_it():
     both = OnLinks((of_solved(new), np.array([[0]])), NOTHING, (kept, kept_links), np.array([10 * MB]))
     assert not both.apart_fails() and not both.meeting().any()
     # links.csv's rows from t = 1: the kept flow's 8 MB/s until 4, then the new one's 9 until 4 + 4/9
-    assert both.usage_rows("down") == [("down", 0, 1.0, 4.0, 8 * MB), ("down", 0, 4.0, 4.0 + 4 / 9, 9 * MB)]
+    rows = list(zip(*(column.tolist() for column in both.usage_rows())))
+    assert rows == [(0, 1.0, 4.0, 8 * MB), (0, 4.0, 4.0 + 4 / 9, 9 * MB)]
 
 
 def two_worlds(seed: int, n: int = 24, cells: int = 3, dispatches: int = 12):
