@@ -8,6 +8,7 @@ import gzip
 import json
 from dataclasses import dataclass
 
+from testbed.latency.calibration import op_samples
 from testbed.latency.timing import Fastest
 from testbed.latency.trace import Op, Step
 
@@ -23,7 +24,7 @@ class Recorded:
     fastest: Fastest
 
     def samples(self):
-        return [(op, self.fastest.best[i]) for i, op in enumerate(self.trace.ops) if i in self.fastest.best]
+        return op_samples(self.trace, self.fastest)
 
 
 def _step(step: Step) -> dict:
@@ -36,9 +37,9 @@ def _unstep(data: dict) -> Step:
 
 
 def save(path: str, nets, rows: list[dict], steps, machine: dict) -> None:
-    """nets: calibration.Measurement (or Recorded); rows: the cases' rows; steps: the cases' Measurements."""
+    """nets: the calibration's Measurements; rows: the cases' rows; steps: the cases' Measurements."""
     data = {"format": FORMAT, "machine": machine,
-            "networks": [{"label": m.work.label if hasattr(m, "work") else m.label, "trace": _step(m.trace),
+            "networks": [{"label": m.work.label, "trace": _step(m.trace),
                           "rounds": m.fastest.rounds, "best": {str(k): v for k, v in m.fastest.best.items()}}
                          for m in nets],
             "cases": [{"case": r["case"], "own": r["own"], "flops": r["flops"], "trace": _step(m.trace),

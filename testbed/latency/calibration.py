@@ -76,7 +76,12 @@ class Measurement:
         self.fastest.add({"step": self.step_seconds(STEP_BURST_S)} | self.op_seconds(overhead_s))
 
     def samples(self) -> list[tuple[object, float]]:
-        return [(op, self.fastest.best[i]) for i, op in enumerate(self.trace.ops) if i in self.fastest.best]
+        return op_samples(self.trace, self.fastest)
+
+
+def op_samples(trace, fastest: Fastest) -> list[tuple[object, float]]:
+    """A network's (op, seconds) samples: each op of its step that was timed, at its fastest."""
+    return [(op, fastest.best[i]) for i, op in enumerate(trace.ops) if i in fastest.best]
 
 
 def timing_overhead(device: str) -> float:
