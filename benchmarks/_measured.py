@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from dataclasses import dataclass
 
 from testbed.latency.calibration import op_samples
@@ -48,12 +49,22 @@ def save(path: str, nets, rows: list[dict], steps, machine: dict) -> None:
         json.dump(data, f)
 
 
+def _refuse(line: str):
+    """A file --replay cannot read: one line, exit 2."""
+    print(line, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def load(path: str) -> tuple[list[Recorded], list[dict], list[Step], dict]:
     """(calibration networks, the cases' rows with measured_ms, the cases' traces, the machine)."""
-    with gzip.open(path, "rt") as f:
-        data = json.load(f)
-    if data.get("format") != FORMAT:
-        raise SystemExit(f"{path}: format {data.get('format')!r} is not {FORMAT!r}")
+    try:
+        with gzip.open(path, "rt") as f:
+            data = json.load(f)
+    except (OSError, EOFError, ValueError) as err:
+        _refuse(f"--replay {path}: not a file that --save wrote ({err})")
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        format_ = data.get("format") if isinstance(data, dict) else None
+        _refuse(f"--replay {path}: format {format_!r} is not {FORMAT!r}; save it again with this version")
     nets = []
     for n in data["networks"]:
         fastest = Fastest()

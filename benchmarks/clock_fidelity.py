@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import os
 import sys
 import time
 
@@ -181,6 +182,10 @@ def main(argv=None) -> int:
     parser.add_argument("--save", help="write every measurement here (.json.gz), for --replay")
     parser.add_argument("--replay", help="refit and report on a --save file's measurements, measuring nothing")
     args = parser.parse_args(argv)
+    for flag, path in (("--save", args.save), ("--out", args.out), ("--csv", args.csv)):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):   # before minutes of measuring
+            print(f"{flag} {path}: its folder does not exist; create it or give another path", file=sys.stderr)
+            return 2
     torch.set_num_threads(1)
     print(machine())
     rows, traces, model = measure_cases(args)
