@@ -3,7 +3,8 @@
 1. Calibrate (testbed calibrate's code, one torch thread), or read --profile FILE.
 2. Time real training steps (trace.py's step: forward, cross-entropy, backward, SGD update; one thread; the fastest
    of --rounds medians, in rounds over all cases, as testbed/latency/timing.py explains) of every built-in model
-   at widths 1, 0.5 and 0.25 and batch sizes 10 and 32, and of models that calibration never ran (OWN below: depthwise convolutions, an attention block, a wide MLP, a GRU).
+   at widths 1, 0.5 and 0.25 and batch sizes 10 and 32, and of models that calibration never ran (OWN below:
+   depthwise convolutions, an attention block, a wide MLP, a GRU).
 3. Predict each with the latency clock (the calibrated file) and with the FLOP clock at its single best efficiency
    fitted on the same measurements (the geometric mean of measured / counted-FLOPs seconds).
 The VM drifts by 5-15% over minutes (RESULTS.md), so calibration and measurement alternate: calibration's first
