@@ -216,9 +216,10 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         if not standing.carried:
             break
         was = [tasks[i] for i in order if tasks[i].carried]
-        was_links = _links(topology, [task.device for task in was], direction, server) if was else links[:0]
-        both = meeting.OnLinks((meeting.of_solved(flows), links), (standing.of([task.tl for task in was]), was_links),
-                               (standing.segments, standing.links), topology.capacity[direction])
+        was_set = ((standing.of([task.tl for task in was]), _links(topology, [task.device for task in was], direction,
+                                                                    server)) if was else (meeting.NONE, links[:0]))
+        both = meeting.OnLinks((meeting.of_solved(flows), links), was_set, (standing.segments, standing.links),
+                               topology.capacity[direction])
         if apart and both.apart_fails():
             apart = False
             continue

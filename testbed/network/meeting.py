@@ -37,6 +37,10 @@ class Segments(NamedTuple):
     flow: np.ndarray   # the segment's flow: a row of the set's links
 
 
+# no segments (a dispatch's re-solved carried flows are most often none: a dozen numpy calls saved, twice)
+NONE = Segments(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+
+
 def of_solved(flows) -> Segments:
     """A fluid.Flows' rate segments: each breakpoint's rate until the next breakpoint, the last until the end."""
     n = len(flows.start_s)
@@ -127,6 +131,27 @@ def _alone_few(start, size, cap, links, capacity, stop) -> Apart:
                  np.zeros(len(movers)), np.array(rates, dtype=float))
 
 
+def _changes(sets: tuple[tuple[Segments, np.ndarray], ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """link_steps' changes of these sets: where each segment starts and ends on each of its links, the set's summed
+    rate (column 2 x its place) and flow count (the next column) rising there and falling back. All sets' starts
+    come first, then their ends, each set's in its own order: a column's sums depend on its own set's order alone
+    (the others add zeros), so this gives the bits a set after set listing gives, in a dozen fewer calls."""
+    sets = [(2 * column, segments, flow_links[segments.flow])
+            for column, (segments, flow_links) in enumerate(sets) if len(segments.flow)]
+    of_segment = np.concatenate([on for _, _, on in sets])
+    rows, cols = np.nonzero(of_segment >= 0)
+    on = of_segment[rows, cols]
+    column = np.concatenate([np.full(len(segments.flow), c) for c, segments, _ in sets])[rows]
+    rate = np.concatenate([segments.rate for _, segments, _ in sets])[rows]
+    k = len(rows)
+    change = np.zeros((2 * k, 6))
+    change[np.arange(2 * k), np.concatenate([column, column])] = np.concatenate([rate, -rate])
+    change[np.arange(2 * k), np.concatenate([column, column]) + 1] = np.repeat([1.0, -1.0], k)
+    times = np.concatenate([np.concatenate([segments.start for _, segments, _ in sets])[rows],
+                            np.concatenate([segments.end for _, segments, _ in sets])[rows]])
+    return times, np.concatenate([on, on]), change
+
+
 class OnLinks:
     """Three sets of flows on the links: the `solved` ones, what the carried ones among them were before this
     solve (`was`), and the `kept` ones. Per link, at every instant some segment on it begins or ends, each set's
@@ -135,21 +160,7 @@ class OnLinks:
     def __init__(self, solved: tuple[Segments, np.ndarray], was: tuple[Segments, np.ndarray],
                  kept: tuple[Segments, np.ndarray], capacity: np.ndarray):
         self.solved_links, self.kept_links, self.n_links = solved[1], kept[1], len(capacity)
-        times, links, deltas = [], [], []
-        for column, (segments, flow_links) in enumerate((solved, was, kept)):
-            if not len(segments.flow):
-                continue
-            of_segment = flow_links[segments.flow]
-            rows, cols = np.nonzero(of_segment >= 0)
-            on = of_segment[rows, cols]
-            change = np.zeros((2 * len(rows), 6))   # per set: summed rate, flow count
-            change[:, 2 * column] = np.concatenate([segments.rate[rows], -segments.rate[rows]])
-            change[:, 2 * column + 1] = np.repeat([1.0, -1.0], len(rows))
-            times.append(np.concatenate([segments.start[rows], segments.end[rows]]))
-            links.append(np.concatenate([on, on]))
-            deltas.append(change)
-        self.instants, self.links, values = link_steps(np.concatenate(times), np.concatenate(links),
-                                                       np.concatenate(deltas), len(capacity))
+        self.instants, self.links, values = link_steps(*_changes((solved, was, kept)), len(capacity))
         self.solved_load, self.solved_count = values[:, 0], values[:, 1]
         was_load, was_count = values[:, 2], values[:, 3]
         self.kept_load, self.kept_count = values[:, 4], values[:, 5]

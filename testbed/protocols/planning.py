@@ -64,42 +64,54 @@ class Planner:
                      carried: dict[int, Planned], server: bool) -> dict[int, Planned]:
         """plan_round through shared links (network/contention.py). A carried task's device is online from its
         dispatch to t0, so its on-interval's end is its offline instant."""
-        old = {d: (p.timeline, p.plan.end_s) for d, p in carried.items()}
         shared, until = self.contended(np.fromiter(tasks, np.int64, len(tasks)), list(timelines.values()), t0,
-                                       old, server)
-        again = {d: carried[d] if tl is carried[d].timeline   # its solve stood: its plan too (contention.py)
-                 else Planned(carried[d].task, tl, plan_task(d, tl.starts[0], tl.seconds, u), False)
-                 for d, tl, u in zip(carried, shared, until.tolist())}
+                                       carried, server)
+        again = {d: p if tl is p.timeline   # its solve stood: its plan too (contention.py)
+                 else Planned(p.task, tl, plan_task(d, tl.starts[0], tl.seconds, u), False)
+                 for (d, p), tl, u in zip(carried.items(), shared, until.tolist())}
         return again | {d: self._planned(tasks[d], tl, t0, u)
                         for d, tl, u in zip(tasks, shared[len(carried):], until[len(carried):].tolist())}
 
-    def contended(self, ids: np.ndarray, timelines: list[Timeline], t0: float,
-                  carried: dict[int, tuple[Timeline, float]] | None = None,
+    def contended(self, ids: np.ndarray, timelines: list[Timeline], t0: float, carried: dict | None = None,
                   server: bool = True) -> tuple[list, np.ndarray]:
         """These devices' tasks dispatched at t0 (their private timelines), with the `carried` ones in flight
-        (device -> (timeline, planned end)), through the shared links: their timelines (carried first) and each
-        device's offline instant, and links.csv told. Each offline instant is asked for up to the instant the
+        (device -> a Planned, or what reads as one), through the shared links: their timelines (carried first) and
+        each device's offline instant, and links.csv told. Each offline instant is asked for up to the instant the
         task needs it (as the private plan does, not re-sampling the fleet past the horizon for devices online
         beyond it), again where the shared links made a task last longer than that."""
         carried = carried or {}
         ids = np.concatenate([np.fromiter(carried, np.int64, len(carried)), np.asarray(ids, dtype=np.int64)])
-        need = np.array([end for _, end in carried.values()] + [t0 + sum(tl.seconds) for tl in timelines])
-        until = None
+        need = np.array([p.plan.end_s for p in carried.values()] + [t0 + sum(tl.seconds) for tl in timelines])
+        until = self.fleet.availability.online_until_each(ids, t0, need)
         while True:
-            answer = self.fleet.availability.online_until_each(ids, t0, need)
-            if until is not None and np.array_equal(answer, until):
-                break
-            until = answer
-            kept = tuple(Carried(d, tl, u) for (d, (tl, _)), u in zip(carried.items(), until.tolist()))
+            kept = tuple(map(Carried, carried, [p.timeline for p in carried.values()], until.tolist()))
             shared, usage = contend(self.topology, t0, ids[len(carried):], timelines, until[len(carried):],
                                     server, kept)
             ends = np.array([tl.starts[0] + sum(tl.seconds) for tl in shared])
             ends = np.where(np.isfinite(ends), ends, until)   # a cut task needed its device up to the cut
-            if (ends <= need).all():
+            grew = ~(ends <= need)
+            if not grew.any():
                 break
             need = np.maximum(need, ends)
+            answer = self._online_until_again(ids, t0, need, until, grew)
+            if np.array_equal(answer, until):
+                break
+            until = answer
         self.links.solved(usage, t0)
         return shared, until
+
+    def _online_until_again(self, ids: np.ndarray, t0: float, need: np.ndarray, until: np.ndarray,
+                            grew: np.ndarray) -> np.ndarray:
+        """online_until_each(ids, t0, need), where only the devices of `grew` need more than `until` was asked
+        for: only those are asked again (a dispatch's few new tasks, not the ~100 in flight), unless asking
+        re-sampled the fleet, which may move the others' answers (a horizon that bounded them); then all are."""
+        availability = self.fleet.availability
+        horizon = availability.horizon_s
+        answer = until.copy()
+        answer[grew] = availability.online_until_each(ids[grew], t0, need[grew])
+        if availability.horizon_s != horizon:
+            return availability.online_until_each(ids, t0, need)
+        return answer
 
     def _capacity(self, r: int) -> np.ndarray:
         """Every device's FLOP/s at the capability tier of round (aggregation) r; kept for the next call, since
