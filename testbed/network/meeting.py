@@ -54,7 +54,7 @@ def of_solved(flows) -> Segments:
 def of_profiles(profiles: list[tuple[tuple[float, ...], tuple[float, ...]]], t: float) -> Segments:
     """Profiles' (instants, bytes moved by each) rate segments from instant t on: the slope between two
     breakpoints, clipped to start no earlier than t; segments of no length or wholly before t are left out."""
-    instants, amounts = [p[0] for p in profiles], [p[1] for p in profiles]
+    instants, amounts = zip(*profiles) if profiles else ((), ())
     lengths = np.fromiter(map(len, instants), np.int64, len(profiles))
     times = np.fromiter(chain.from_iterable(instants), float, int(lengths.sum()))
     moved = np.fromiter(chain.from_iterable(amounts), float, len(times))
@@ -131,6 +131,10 @@ def _alone_few(start, size, cap, links, capacity, stop) -> Apart:
                  np.zeros(len(movers)), np.array(rates, dtype=float))
 
 
+_INF = np.array([np.inf])           # a link's last row goes on
+_UP_DOWN = np.array([1.0, -1.0])   # a segment's flow count rises at its start and falls at its end
+
+
 def _changes(sets: tuple[tuple[Segments, np.ndarray], ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """link_steps' changes of these sets: where each segment starts and ends on each of its links, the set's summed
     rate (column 2 x its place) and flow count (the next column) rising there and falling back. All sets' starts
@@ -146,7 +150,7 @@ def _changes(sets: tuple[tuple[Segments, np.ndarray], ...]) -> tuple[np.ndarray,
     k = len(rows)
     change = np.zeros((2 * k, 6))
     change[np.arange(2 * k), np.concatenate([column, column])] = np.concatenate([rate, -rate])
-    change[np.arange(2 * k), np.concatenate([column, column]) + 1] = np.repeat([1.0, -1.0], k)
+    change[np.arange(2 * k), np.concatenate([column, column]) + 1] = np.repeat(_UP_DOWN, k)
     times = np.concatenate([np.concatenate([segments.start for _, segments, _ in sets])[rows],
                             np.concatenate([segments.end for _, segments, _ in sets])[rows]])
     return times, np.concatenate([on, on]), change
@@ -194,7 +198,7 @@ class OnLinks:
         and kept flows' summed rate from each instant it changes on the link to the next, where some flow is on it."""
         on = self._marked(self.solved_links.ravel())[self.links]
         instants, links = self.instants[on], self.links[on]
-        ends = np.append(np.where(links[1:] == links[:-1], instants[1:], np.inf), np.inf)
+        ends = np.concatenate([np.where(links[1:] == links[:-1], instants[1:], np.inf), _INF])
         busy = (self.solved_count + self.kept_count)[on] > 0.5
         load = (self.solved_load + self.kept_load)[on]
         order = np.lexsort((links[busy], instants[busy]))    # by instant, then link, as Usage.add gives a solve's

@@ -12,6 +12,7 @@ import numpy as np
 
 # demand within this relative margin of a capacity counts as congestion: the exact solver then decides (at caps)
 MARGIN = 1e-12
+_TRUE = np.ones(1, dtype=bool)   # np.append's one element, without its two calls (a dispatch steps links twice)
 
 
 def congested(demand: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -39,7 +40,7 @@ def link_steps(time, link, delta, n_links) -> tuple[np.ndarray, np.ndarray, np.n
     total = np.cumsum(delta, axis=0)
     count = np.bincount(link, minlength=n_links)
     before = np.concatenate([np.zeros((1, delta.shape[1])), total])[(np.cumsum(count) - count)[link]]
-    last = np.append((link[1:] != link[:-1]) | (time[1:] != time[:-1]), True)  # after all changes at an instant
+    last = np.concatenate([(link[1:] != link[:-1]) | (time[1:] != time[:-1]), _TRUE])  # after all changes at an instant
     return time[last], link[last], (total - before)[last]
 
 
