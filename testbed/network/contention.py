@@ -95,10 +95,11 @@ def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[T
     from t. Returns the timelines of the carried tasks (a kept one: its very timeline), then of the new ones, and
     the links' usage from t on the links the solve crossed. Without `keep`, every carried task is solved again
     (what the tests compare the kept solves with)."""
-    tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried) if not (keep and _stands(c))}
+    kept = {i: c for i, c in enumerate(carried) if keep and _stands(c)}
+    tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried) if i not in kept} \
+        if len(kept) < len(carried) else {}   # most often every carried solve stands
     tasks |= {len(carried) + i: _State.of_new(int(d), tl, t, float(until))
               for i, (d, tl, until) in enumerate(zip(np.asarray(devices).tolist(), timelines, offline_at))}
-    kept = {i: c for i, c in enumerate(carried) if i not in tasks}
     usage = Usage([])
     _transfers(topology, "down", t, tasks, kept, lambda c: _State.of_carried(c, t), server, usage)
     for task in tasks.values():

@@ -42,7 +42,10 @@ NONE = Segments(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int6
 
 
 def of_solved(flows) -> Segments:
-    """A fluid.Flows' rate segments: each breakpoint's rate until the next breakpoint, the last until the end."""
+    """A fluid.Flows' rate segments: each breakpoint's rate until the next breakpoint, the last until the end. Flows
+    solved `alone` have one breakpoint each that moves: its segment runs to its end (the same rows, in 2 calls)."""
+    if isinstance(flows, Apart):
+        return Segments(flows.break_s, flows.end_s[flows.movers], flows.break_Bps, flows.movers)
     n = len(flows.start_s)
     owner = np.repeat(np.arange(n), np.diff(flows.breaks))
     end = np.append(flows.break_s[1:], 0.0)
@@ -78,6 +81,7 @@ class Apart(NamedTuple):
     break_s: np.ndarray
     break_moved: np.ndarray
     break_Bps: np.ndarray
+    movers: np.ndarray   # the flows that move, one breakpoint each
 
 
 def alone(start, size, cap, links, capacity, stop) -> Apart:
@@ -97,7 +101,7 @@ def alone(start, size, cap, links, capacity, stop) -> Apart:
     waited = np.where(~idle & (rate < cap), (end - start) - moved / cap, 0.0)
     movers = np.flatnonzero(~idle)
     breaks = np.concatenate([[0], np.cumsum(~idle)])
-    return Apart(start, end, moved, done, waited, breaks, start[movers], np.zeros(len(movers)), rate[movers])
+    return Apart(start, end, moved, done, waited, breaks, start[movers], np.zeros(len(movers)), rate[movers], movers)
 
 
 # flows up to which `alone` takes Python floats: a dispatch solves a few new flows, and two dozen numpy calls on
@@ -128,7 +132,7 @@ def _alone_few(start, size, cap, links, capacity, stop) -> Apart:
     idle[movers] = False
     return Apart(start, np.array(end, dtype=float), np.array(moved, dtype=float), np.array(done, dtype=bool),
                  np.array(waited, dtype=float), np.concatenate([[0], np.cumsum(~idle)]), start[movers],
-                 np.zeros(len(movers)), np.array(rates, dtype=float))
+                 np.zeros(len(movers)), np.array(rates, dtype=float), np.array(movers, dtype=np.int64))
 
 
 _INF = np.array([np.inf])           # a link's last row goes on
