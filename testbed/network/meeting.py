@@ -114,24 +114,24 @@ def _alone_few(start, size, cap, links, capacity, stop) -> Apart:
     """`alone`, flow by flow."""
     caps = capacity.tolist()
     end, moved, done, waited, rates, movers = [], [], [], [], [], []
+    breaks = [0]   # flow i's breakpoint, where it moves: row breaks[i] (fluid.Flows' layout)
     for i, (s, b, c, row, z) in enumerate(zip(start.tolist(), size.tolist(), cap.tolist(), links.tolist(),
                                               stop.tolist())):
         rate = min(c, min([caps[link] for link in row if link >= 0], default=math.inf))
         if b == 0 or z <= s:   # idle
             end.append(s), moved.append(0.0), done.append(b == 0), waited.append(0.0)
-            continue
-        finish = s + b / rate
-        ok = finish <= z
-        end.append(finish if ok else z)
-        moved.append(b if ok else b - max(b - rate * (z - s), 0.0))
-        done.append(ok)
-        waited.append((end[-1] - s) - moved[-1] / c if rate < c else 0.0)
-        rates.append(rate)
-        movers.append(i)
-    idle = np.ones(len(end), dtype=bool)
-    idle[movers] = False
+        else:
+            finish = s + b / rate
+            ok = finish <= z
+            end.append(finish if ok else z)
+            moved.append(b if ok else b - max(b - rate * (z - s), 0.0))
+            done.append(ok)
+            waited.append((end[-1] - s) - moved[-1] / c if rate < c else 0.0)
+            rates.append(rate)
+            movers.append(i)
+        breaks.append(len(movers))
     return Apart(start, np.array(end, dtype=float), np.array(moved, dtype=float), np.array(done, dtype=bool),
-                 np.array(waited, dtype=float), np.concatenate([[0], np.cumsum(~idle)]), start[movers],
+                 np.array(waited, dtype=float), np.array(breaks, dtype=np.int64), start[movers],
                  np.zeros(len(movers)), np.array(rates, dtype=float), np.array(movers, dtype=np.int64))
 
 
