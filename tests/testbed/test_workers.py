@@ -228,8 +228,11 @@ def test_no_worker_outlives_its_run(tmp_path, stop):
     raw = _scenario({"name": "fedavg"}, {"kind": "serial", "workers": 2}) | {"stop": {"max_rounds": 10_000}}
     file = write_yaml(tmp_path / "s.yaml", raw)
     command = [sys.executable, "-m", "testbed", "run", str(file), "--out", str(tmp_path), "--quiet"]
+    # Ctrl-C at its default in the run, as a terminal's foreground job has it: a test run started in the background
+    # (`pytest &` in a script) ignores SIGINT, its children inherit that, and the run would rightly ignore Ctrl-C
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+                            start_new_session=True, env=os.environ | {"OMP_NUM_THREADS": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _stop_and_check(proc, tmp_path / "workers" / "0", stop)
     finally:   # a failed check leaves no run of 10,000 rounds behind (one did, for 48 minutes, on a loaded machine)
