@@ -96,9 +96,7 @@ def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[T
     the links' usage from t on the links the solve crossed. Without `keep`, every carried task is solved again
     (what the tests compare the kept solves with)."""
     kept = {i: c for i, c in enumerate(carried) if keep and _stands(c)}
-    # most often every carried solve stands: then there is no re-solve to set up
-    tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried)
-             if i not in kept} if len(kept) < len(carried) else {}
+    tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried) if i not in kept}
     tasks |= {len(carried) + i: _State.of_new(int(d), tl, t, float(until))
               for i, (d, tl, until) in enumerate(zip(np.asarray(devices).tolist(), timelines, offline_at))}
     usage = Usage([])
