@@ -12,21 +12,8 @@ from test_cli import NO_FLOWER
 from testbed.cli import main
 
 OWN_TESTS = {"quickstart.yaml", "har.yaml"}
-# A baseline that the FedLPS reproduction finds short of the target at the paper's settings, as its page reports
-# (changing it would change that reproduction): expected to miss, strictly, so that a change either way is seen
-MISSES = {"fedlps_mnist_fjord.yaml": "FjORD at the paper's lr 0.1: seed 0 ends at 0.506 and 6 of 10 seeds reach 0.8 "
-                                    "(docs/latency.md, docs/fedlps.md)"}
-
-
-def _marks(path) -> list:
-    marks = [NO_FLOWER] if path.name.startswith("flower_") else []
-    if path.name in MISSES:
-        marks.append(pytest.mark.xfail(strict=True, reason=MISSES[path.name]))
-    return marks
-
-
-SCENARIOS = [pytest.param(p, marks=_marks(p)) for p in sorted((ROOT / "scenarios").glob("*.yaml"))
-             if p.name not in OWN_TESTS]
+SCENARIOS = [pytest.param(p, marks=[NO_FLOWER] if p.name.startswith("flower_") else [])
+             for p in sorted((ROOT / "scenarios").glob("*.yaml")) if p.name not in OWN_TESTS]
 
 
 @pytest.mark.slow
