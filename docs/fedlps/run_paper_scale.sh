@@ -2,7 +2,8 @@
 # docs/fedlps.md at the paper's data scale (mnist60k): every fedlps_mnist* scenario x seeds 0, 1, 2 into
 # runs/fedlps60k, two at a time on one core each. Completed runs are skipped and a run that stopped resumes from
 # its checkpoint, so the script can be started again until everything is done. Needs: pip install -e ".[mnist60k]"
-# Unclipped (AS_MADE), as the page's table was made: the eFD, FedRolex and FjORD scenarios clip since 2026-11-29.
+# Unclipped (AS_MADE), as the page's table was made: the eFD, FedRolex, FjORD and FedMP
+# scenarios clip since 2026-11-29.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1
