@@ -1,6 +1,6 @@
 """Every bundled scenario, run in full as shipped (seed 0, one torch thread), reaches its stop.target_accuracy and
 ends completed: none is at the edge of divergence (issue 45). Seeds 0-4 on 1 and 2 threads were checked by hand
-(README's Development section); here seed 0 guards each against a change that tips it over. The quickstart and
+(docs/stability.md); here seed 0 guards each against a change that tips it over. The quickstart and
 HAR have tests of their own (test_cli.py, tests/data_bundled/test_bundled_har.py). Long: `pytest -m targets`."""
 import json
 
