@@ -54,3 +54,14 @@ def selector_state(saved: dict, fresh: Any, plugin) -> Any:
             return dataclasses.replace(fresh, **{f.name: older[f.name] for f in dataclasses.fields(fresh)})
     raise TestbedError(f"resume: the checkpoint was written by an older testbed's selector ('{plugin.name}' kept "
                        "its state on itself, which this testbed cannot read); run without --resume to start over")
+
+
+def link_rows(protocol: dict, now: float) -> tuple[list[dict], dict]:
+    """links.csv's waiting rows from a checkpoint's protocol entry, as (the solves' rows, an asynchronous run's
+    flows: network/inflight.py's saved()). An older testbed kept an asynchronous run's rows as the solves gave
+    them, from its last aggregation on, the transfers still in flight included: the rows up to the checkpoint's
+    instant are kept as they were, and the flows in flight are made again from that instant on."""
+    if "link_flows" in protocol:
+        return protocol.get("links", []), protocol["link_flows"]
+    rows = [row | {"t_end_s": min(row["t_end_s"], now)} for row in protocol.get("links", []) if row["t_start_s"] < now]
+    return rows, {"since": now, "rows": {}}

@@ -33,6 +33,7 @@ import numpy as np
 
 from testbed.clock import Phase, Timeline
 from testbed.network import fluid, meeting
+from testbed.network.inflight import InFlightLinks
 from testbed.network.topology import Topology
 
 Profile = fluid.Profile
@@ -106,6 +107,56 @@ def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[T
     _transfers(topology, "up", t, tasks, kept, lambda c: _State.of_carried(c, t, keep_download=True), server, usage)
     return [tasks[i].timeline() if i in tasks else carried[i].timeline
             for i in range(len(carried) + len(timelines))], usage
+
+
+def beside_in_flight(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline],
+                     offline_at: np.ndarray, flows: InFlightLinks) -> list[SharedTimeline] | None:
+    """contend's answer for these new tasks, to and from the server, where every task in flight keeps its solve
+    (`flows`: theirs, inflight.py, whose hold says they all stand): the new transfers solved alone beside the
+    flows in flight, or together where none moves in their direction, as contend solves them. None where some
+    new flow may meet one in flight, or another new one, at capacity: contend decides."""
+    tasks = [_State.of_new(d, tl, t, until) for d, tl, until in zip(np.asarray(devices).tolist(), timelines,
+                                                                     np.asarray(offline_at).tolist())]
+    for direction in ("down", "up"):
+        flowing = [task for task in tasks if task.flow[direction] is not None]
+        if flowing and not _alone_beside(topology, direction, t, flowing, flows):
+            return None
+        for task in tasks if direction == "down" else ():
+            task.compute_done()
+    return [task.timeline() for task in tasks]
+
+
+def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_State], flows: InFlightLinks) -> bool:
+    """_transfers of these new flows where no flow in flight is taken in: solved together where none moves bytes
+    of this direction after t, else each alone (meeting.alone_one, in Python floats: a dispatch has a few), then
+    checked against the flows in flight on their links, quickly (inflight.py's clear) or else as _transfers
+    does (meeting.OnLinks); False where they may meet one or crowd a link."""
+    flying = flows.flying(direction, t)
+    if not len(flying.start):
+        solved, _ = _solve(topology, direction, flowing, True)
+        for task, flow in zip(flowing, _Solved.each(solved)):
+            task.flow[direction] = None
+            task.solved(direction, flow)
+        return True
+    links = _links(topology, [task.device for task in flowing], direction, True)
+    caps = topology.capacity[direction].tolist()
+    up = direction == "up"
+    each = [meeting.alone_one(*task.flow[direction], task.tl.up_Bps if up else task.tl.down_Bps, row,
+                              task.offline_at, caps) for task, row in zip(flowing, links.tolist())]
+    movers = [(task.flow[direction][0], end, rate, row)
+              for task, (end, _, _, _, rate), row in zip(flowing, each, links.tolist()) if rate is not None]
+    if not flows.clear(direction, flying, movers):
+        solved, _ = _solve(topology, direction, flowing, True, apart=True)
+        both = meeting.OnLinks((meeting.of_solved(solved), links), (meeting.NONE, links[:0]),
+                               flows.on(direction, flying, t, links), topology.capacity[direction])
+        if both.apart_fails() or both.meeting().any():
+            return False
+    for task, (end, moved, done, waited, rate) in zip(flowing, each):
+        start = task.flow[direction][0]
+        task.flow[direction] = None
+        task.solved(direction, _Solved((start,), (0.0,), end, moved, done, waited) if rate is not None else
+                    _Solved((), (), end, moved, done, waited))
+    return True
 
 
 def _stands(c: Carried) -> bool:

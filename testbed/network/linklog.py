@@ -1,15 +1,18 @@
 """links.csv's rows: each shared link's summed rate over the intervals the solves give, written round by round.
 
-A solve from t (contention.contend) replaces what earlier solves said of the links from t on: an asynchronous
-dispatch adds transfers to those in flight. So rows wait here until the round (aggregation) that ends after them
-takes them, cut at its end where they go on past it. They wait as columns (direction, link, t_start, t_end, Bps):
-through 100 cells a dispatch replaces hundreds of them, several times an aggregation.
+A solve from t (contention.contend) replaces what earlier solves said of the links from t on (a synchronous
+round's, a hierarchical round's, a probe's). So rows wait here until the round that ends after them takes them,
+cut at its end where they go on past it. They wait as columns (direction, link, t_start, t_end, Bps).
+
+An asynchronous run's dispatches add transfers to those in flight, several times an aggregation: their flows
+wait in `flows` (inflight.py), which sums them into rows as each aggregation takes its own.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from testbed.network.contention import Usage
+from testbed.network.inflight import InFlightLinks
 from testbed.network.topology import DIRECTIONS, Topology
 
 _CODE = {direction: code for code, direction in enumerate(DIRECTIONS)}
@@ -18,6 +21,7 @@ _CODE = {direction: code for code, direction in enumerate(DIRECTIONS)}
 class LinkLog:
     def __init__(self, topology: Topology | None):
         self.topology = topology
+        self.flows = InFlightLinks(topology) if topology is not None else None   # an asynchronous run's
         self._direction, self._link = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         self._start, self._end, self._bps = np.zeros(0), np.zeros(0), np.zeros(0)
 
@@ -55,11 +59,18 @@ class LinkLog:
         pending (an aggregation's transfers go on), else dropped (a synchronous round's close cuts them)."""
         start, end = self._start, self._end
         taken = self._rows(start < t_end, np.where(t_end < end, t_end, end), r)   # min(end, t_end)
+        if self.flows is not None:
+            taken += self._flow_rows(self.flows.take(t_end), r)
         left = (end > t_end) & keep_rest
         self._start = np.where(t_end > start, t_end, start)[left]                  # max(start, t_end)
         self._direction, self._link, self._end, self._bps = (c[left] for c in (self._direction, self._link, end,
                                                                                    self._bps))
         return taken
+
+    def _flow_rows(self, rows: list[tuple[str, int, float, float, float]], r: int) -> list[dict]:
+        names, capacity = self.topology.link_names, {d: self.topology.capacity[d].tolist() for d in DIRECTIONS}
+        return [{"round": r, "link": names[link], "direction": direction, "capacity_Bps": capacity[direction][link],
+                 "t_start_s": start, "t_end_s": stop, "Bps": bps} for direction, link, start, stop, bps in rows]
 
     def _rows(self, mask: np.ndarray, end: np.ndarray, r: int | None = None) -> list[dict]:
         """The rows of `mask` as dicts (key order: links.csv's), their ends `end`; with `r`, their round first."""

@@ -113,26 +113,28 @@ FEW = 8
 def _alone_few(start, size, cap, links, capacity, stop) -> Apart:
     """`alone`, flow by flow."""
     caps = capacity.tolist()
-    end, moved, done, waited, rates, movers = [], [], [], [], [], []
-    breaks = [0]   # flow i's breakpoint, where it moves: row breaks[i] (fluid.Flows' layout)
-    for i, (s, b, c, row, z) in enumerate(zip(start.tolist(), size.tolist(), cap.tolist(), links.tolist(),
-                                              stop.tolist())):
-        rate = min(c, min([caps[link] for link in row if link >= 0], default=math.inf))
-        if b == 0 or z <= s:   # idle
-            end.append(s), moved.append(0.0), done.append(b == 0), waited.append(0.0)
-        else:
-            finish = s + b / rate
-            ok = finish <= z
-            end.append(finish if ok else z)
-            moved.append(b if ok else b - max(b - rate * (z - s), 0.0))
-            done.append(ok)
-            waited.append((end[-1] - s) - moved[-1] / c if rate < c else 0.0)
-            rates.append(rate)
-            movers.append(i)
-        breaks.append(len(movers))
+    flows = [alone_one(s, b, c, row, z, caps) for s, b, c, row, z in zip(start.tolist(), size.tolist(),
+                                                                          cap.tolist(), links.tolist(), stop.tolist())]
+    end, moved, done, waited, rates = zip(*flows) if flows else ((),) * 5
+    movers = [i for i, rate in enumerate(rates) if rate is not None]
+    breaks = np.cumsum([0] + [rate is not None for rate in rates])   # flow i moves at row breaks[i]: Flows' layout
     return Apart(start, np.array(end, dtype=float), np.array(moved, dtype=float), np.array(done, dtype=bool),
-                 np.array(waited, dtype=float), np.array(breaks, dtype=np.int64), start[movers],
-                 np.zeros(len(movers)), np.array(rates, dtype=float), np.array(movers, dtype=np.int64))
+                 np.array(waited, dtype=float), breaks.astype(np.int64), start[movers], np.zeros(len(movers)),
+                 np.array([rates[i] for i in movers], dtype=float), np.array(movers, dtype=np.int64))
+
+
+def alone_one(s: float, b: float, c: float, row: list[int], z: float,
+              caps: list[float]) -> tuple[float, float, bool, float, float | None]:
+    """One flow from s of b bytes, capped at c, across the links `row` (-1: none) of capacities `caps`, stopped
+    at z, alone on them, in Python floats: (end, moved, done, waited, its rate; None where it does not move)."""
+    rate = min(c, min([caps[link] for link in row if link >= 0], default=math.inf))
+    if b == 0 or z <= s:   # idle
+        return s, 0.0, b == 0, 0.0, None
+    finish = s + b / rate
+    ok = finish <= z
+    end = finish if ok else z
+    moved = b if ok else b - max(b - rate * (z - s), 0.0)
+    return end, moved, ok, (end - s) - moved / c if rate < c else 0.0, rate
 
 
 _INF = np.array([np.inf])           # a link's last row goes on

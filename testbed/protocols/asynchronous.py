@@ -44,6 +44,7 @@ import simpy
 import devices
 from testbed import migrations
 from testbed.algorithms.base import Failure, ServerState
+from testbed.network.linklog import LinkLog
 from testbed.network.topology import Topology
 from testbed.protocols.async_rows import Aggregated, TaskRow, aggregation_rows, cut_into, cut_rows
 from testbed.protocols.async_state import AsyncState, InFlight, Window, dispatched, task_ended, ticked, waking_at
@@ -59,6 +60,7 @@ class AsyncKit(Parts, Protocol):
     fleet: devices.Fleet
     staleness: Callable[[int], float]
     topology: Topology | None
+    links: LinkLog
 
 
 class AsyncServer:
@@ -76,6 +78,8 @@ class AsyncServer:
                        AsyncState(Window(env.now)))
         # the models onto the server's device
         self.async_state = replace(async_state, received=kit.server.placement.here(async_state.received))
+        if self.resumed and kit.links.flows is not None:   # shared links: the flows in flight (network/inflight.py)
+            kit.links.flows.resume(self.async_state.in_flight)
         self.busy = np.zeros(kit.fleet.n, dtype=bool)  # the devices in async_state.in_flight, as a mask
         self.busy[list(self.async_state.in_flight)] = True
         self.saved = self.async_state.version                # the version of the last checkpoint
@@ -248,11 +252,11 @@ class AsyncServer:
             planned = kit.planner.plan_round({task.device: task for task in tasks}, async_state.version + 1, now,
                                              carried)
             models = dict(async_state.received.get(async_state.version, {}))
-            # built, not replace()d: a hundred a dispatch; a task planned again gets a new end, and its old end's
-            # callback finds it replaced
-            replanned = [InFlight(f.task, planned[d].timeline, planned[d].plan, f.version, f.number, f.battery_cut)
-                         for d, f in async_state.in_flight.items()
-                         if d in (carried or ()) and planned[d].timeline is not f.timeline]
+            # the tasks in flight planned again (shared links): a new end each, and the old end's callback finds
+            # its task replaced
+            in_flight = async_state.in_flight
+            replanned = [InFlight(f.task, p.timeline, p.plan, f.version, f.number, f.battery_cut)
+                         for d, p in planned.items() if (f := in_flight.get(d)) is not None]
             flights = []
             for i, task in enumerate(tasks, start=async_state.started + 1):
                 p = planned[task.device]

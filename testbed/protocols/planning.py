@@ -14,7 +14,7 @@ import devices
 from testbed.algorithms.base import Task
 from testbed.clock import TaskPlan, Timeline, plan_task
 from testbed.flops import compute_seconds, training_flops
-from testbed.network.contention import Carried, contend
+from testbed.network.contention import Carried, beside_in_flight, contend
 from testbed.network.linklog import LinkLog
 from testbed.network.topology import Topology
 from testbed.resources import Resources
@@ -49,56 +49,86 @@ class Planner:
                    server: bool = True) -> dict[int, Planned]:
         """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r (an asynchronous
         dispatch: of the aggregation its tasks feed). Through shared links, the tasks `carried` in flight at t0
-        are planned again with them, and are in the answer too; `server`: their transfers go to and from the
-        server (else to their cell's edge server, hierarchical aggregation's)."""
+        (an asynchronous dispatch's, {} at its first) are planned again with them, and are in the answer too;
+        `server`: their transfers go to and from the server (else to their cell's edge server, hierarchical
+        aggregation's)."""
         capacity = self._capacity(r)
         timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
         if self.topology is not None:
-            return self._plan_shared(tasks, timelines, t0, carried or {}, server)
+            return self._plan_shared(tasks, timelines, t0, carried, server)
         ids = np.fromiter(tasks, np.int64, len(tasks))
         ends = np.array([t0 + tl.seconds[0] + tl.seconds[1] + tl.seconds[2] for tl in timelines.values()])
         online_until = self.fleet.availability.online_until_each(ids, t0, ends)
         return {d: self._planned(tasks[d], timelines[d], t0, until) for d, until in zip(tasks, online_until.tolist())}
 
     def _plan_shared(self, tasks: dict[int, Task], timelines: dict[int, Timeline], t0: float,
-                     carried: dict[int, Planned], server: bool) -> dict[int, Planned]:
-        """plan_round through shared links (network/contention.py). A carried task's device is online from its
-        dispatch to t0, so its on-interval's end is its offline instant."""
-        shared, until = self.contended(np.fromiter(tasks, np.int64, len(tasks)), list(timelines.values()), t0,
-                                       carried, server)
-        again = {d: p if tl is p.timeline   # its solve stood: its plan too (contention.py)
-                 else Planned(p.task, tl, plan_task(d, tl.starts[0], tl.seconds, u), False)
-                 for (d, p), tl, u in zip(carried.items(), shared, until.tolist())}
-        return again | {d: self._planned(tasks[d], tl, t0, u)
-                        for d, tl, u in zip(tasks, shared[len(carried):], until[len(carried):].tolist())}
+                     carried: dict[int, Planned] | None, server: bool) -> dict[int, Planned]:
+        """plan_round through shared links (network/contention.py): the new tasks, and the carried ones planned
+        again (those whose solve did not stand). A carried task's device is online from its dispatch to t0, so
+        its on-interval's end is its offline instant."""
+        shared, until, again = self.contended(np.fromiter(tasks, np.int64, len(tasks)), list(timelines.values()),
+                                              t0, carried, server)
+        return {d: Planned(carried[d].task, tl, plan_task(d, tl.starts[0], tl.seconds, u), False)
+                for d, (tl, u) in again.items()} | {d: self._planned(tasks[d], tl, t0, u)
+                                                    for d, tl, u in zip(tasks, shared, until.tolist())}
 
     def contended(self, ids: np.ndarray, timelines: list[Timeline], t0: float, carried: dict | None = None,
-                  server: bool = True) -> tuple[list, np.ndarray]:
+                  server: bool = True) -> tuple[list, np.ndarray, dict]:
         """These devices' tasks dispatched at t0 (their private timelines), with the `carried` ones in flight
-        (device -> a Planned, or what reads as one), through the shared links: their timelines (carried first) and
-        each device's offline instant, and links.csv told. Each offline instant is asked for up to the instant the
-        task needs it (as the private plan does, not re-sampling the fleet past the horizon for devices online
-        beyond it), again where the shared links made a task last longer than that."""
+        (device -> a Planned, or what reads as one; an asynchronous dispatch's, {} at its first), through the
+        shared links: their timelines and each device's offline instant, and the carried tasks solved again
+        (device -> (timeline, offline instant)); links.csv told. Each offline instant is asked for up to the
+        instant the task needs it (as the private plan does, not re-sampling the fleet past the horizon for
+        devices online beyond it), again where the shared links made a task last longer than that.
+        An asynchronous dispatch's flows wait on the links from one call to the next (network/inflight.py): where
+        every carried solve stands and the new transfers meet none of them at capacity, only the new tasks are
+        solved."""
+        flows = self.links.flows if carried is not None and server else None
+        ids = np.asarray(ids, dtype=np.int64)
+        need = np.array([t0 + sum(tl.seconds) for tl in timelines])
+        if flows is not None and flows.hold(carried):
+            quick = self._settled(ids, t0, need, lambda until: beside_in_flight(self.topology, t0, ids, timelines,
+                                                                                until, flows))
+            if quick is not None:
+                flows.add(ids.tolist(), quick[0], quick[1].tolist(), t0)
+                return (*quick, {})
         carried = carried or {}
-        ids = np.concatenate([np.fromiter(carried, np.int64, len(carried)), np.asarray(ids, dtype=np.int64)])
-        need = np.array([p.plan.end_s for p in carried.values()] + [t0 + sum(tl.seconds) for tl in timelines])
+        n = len(carried)
+        solved = {}
+
+        def solve(until: np.ndarray) -> list:
+            kept = tuple(map(Carried, carried, [p.timeline for p in carried.values()], until[:n].tolist()))
+            shared, solved["usage"] = contend(self.topology, t0, ids, timelines, until[n:], server, kept)
+            return shared
+
+        shared, until = self._settled(np.concatenate([np.fromiter(carried, np.int64, n), ids]), t0,
+                                      np.concatenate([[p.plan.end_s for p in carried.values()], need]), solve)
+        if flows is not None:
+            flows.record(carried, shared, until.tolist(), ids.tolist())
+        else:
+            self.links.solved(solved["usage"], t0)
+        again = {d: (tl, u) for (d, p), tl, u in zip(carried.items(), shared, until[:n].tolist())
+                 if tl is not p.timeline}
+        return shared[n:], until[n:], again
+
+    def _settled(self, ids: np.ndarray, t0: float, need: np.ndarray, solve) -> tuple[list, np.ndarray] | None:
+        """The timelines `solve` gives these devices' tasks from their offline instants, asked for up to `need`,
+        and again wherever a task now lasts longer, until the instants settle; None where `solve` gives none."""
         until = self.fleet.availability.online_until_each(ids, t0, need)
         while True:
-            kept = tuple(map(Carried, carried, [p.timeline for p in carried.values()], until.tolist()))
-            shared, usage = contend(self.topology, t0, ids[len(carried):], timelines, until[len(carried):],
-                                    server, kept)
+            shared = solve(until)
+            if shared is None:
+                return None
             ends = np.array([tl.starts[0] + sum(tl.seconds) for tl in shared])
             ends = np.where(np.isfinite(ends), ends, until)   # a cut task needed its device up to the cut
             grew = ~(ends <= need)
             if not grew.any():
-                break
+                return shared, until
             need = np.maximum(need, ends)
             answer = self._online_until_again(ids, t0, need, until, grew)
             if np.array_equal(answer, until):
-                break
+                return shared, until
             until = answer
-        self.links.solved(usage, t0)
-        return shared, until
 
     def _online_until_again(self, ids: np.ndarray, t0: float, need: np.ndarray, until: np.ndarray,
                             grew: np.ndarray) -> np.ndarray:

@@ -146,6 +146,8 @@ class Recorder:
         participation's record and the resources' state; `protocol`: what the protocol carries on of its own."""
         if self._on_checkpoint is not None:
             protocol = (protocol or {}) | {"selection": self._participation.saved(), "links": self.links.pending}
+            if self.links.flows is not None:
+                protocol["link_flows"] = self.links.flows.saved()
             selection, strategy_rng = self._streams
             self._on_checkpoint(Checkpoint(r, now, state, selection.bit_generator.state,
                                            strategy_rng.bit_generator.state, finished, protocol=protocol,

@@ -18,6 +18,7 @@ from typing import Generator
 import numpy as np
 import simpy
 
+from testbed import migrations
 from testbed.algorithms.base import Arrival, Failure, Params, ServerState, Strategy
 from testbed.checkpoint import Checkpoint
 from testbed.contracts import Contracts
@@ -74,7 +75,10 @@ class Server:
             return Start(replace(state, clients=self._device_state), 0, False, False, {})
         self._device_state.update(start.state.clients)
         restored.resources.restore(start.resources)
-        restored.links.pending = start.protocol.get("links", [])   # an aggregation's transfers still under way
+        # an aggregation's transfers still under way
+        restored.links.pending, flows = migrations.link_rows(start.protocol, start.now)
+        if restored.links.flows is not None:
+            restored.links.flows.restore(flows)
         selection, strategy_rng = restored.streams
         selection.bit_generator.state = start.selection
         strategy_rng.bit_generator.state = start.strategy_rng

@@ -1,0 +1,227 @@
+"""An asynchronous run's flows on the shared links, kept from one dispatch to the next, and links.csv from them.
+
+An asynchronous dispatch (contention.py) solves its new transfers beside the tasks in flight; where the new ones
+meet none of those at capacity, every earlier solve stands. Asking that of every task's profile at every dispatch
+costs as much as the solve, so the solved flows wait here as rows: one per rate segment of a flow and link it
+crosses (start, end, rate, link), each direction apart, with the task it belongs to.
+
+- A dispatch adds its new tasks' rows; one that solved carried tasks again replaces theirs (`record`).
+- A task that left (it arrived, dropped, or was cut) keeps its rows for links.csv, and no dispatch asks them
+  again; `hold` sees who left, from the tasks in flight it is handed.
+- links.csv's rows (`take`): at each aggregation, every link's summed rate from the rows, where it changes, from
+  the previous aggregation's instant (`since`) to this one. The rows are summed in one order that depends on
+  them alone (link, start, end, rate), so a run resumed from a checkpoint writes the bits of the unbroken run.
+  The summed rates are the solves' (an earlier solve of a kept task is its final one).
+- A checkpoint keeps the rows and what it holds of each task in flight (`saved`); a resumed run hands back the
+  tasks' timelines (`resume`), and goes on as the unbroken run.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from testbed.network import meeting
+from testbed.network.topology import DIRECTIONS, Topology
+from testbed.network.uncongested import link_steps
+
+_PROFILE = {"down": "down_profile", "up": "up_profile"}
+# slack under a link's capacity within which the quick check leaves the decision to the exact one (meeting.py):
+# far above the rounding of summed rates, so a quick "they meet nowhere" is the exact check's answer too
+SLACK = 1e-6
+
+
+class Rows(NamedTuple):
+    """Rate segments on links: row i moves `rate` bytes/s over [start, end) across `link`, for task `task`."""
+
+    start: np.ndarray
+    end: np.ndarray
+    rate: np.ndarray
+    link: np.ndarray
+    task: np.ndarray   # a serial number, one per task recorded (a device holds many tasks in a run)
+
+    @classmethod
+    def empty(cls) -> "Rows":
+        return cls(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+    def where(self, mask: np.ndarray) -> "Rows":
+        return Rows(*(column[mask] for column in self))
+
+    def then(self, other: "Rows") -> "Rows":
+        return Rows(*(np.concatenate([mine, theirs]) for mine, theirs in zip(self, other)))
+
+
+class Held(NamedTuple):
+    """A task in flight as its rows were made: its timeline, the instant it ends, its device's offline instant
+    then (a lower bound of what the availability answers later: its horizon only grows), its serial number."""
+
+    timeline: object
+    end: float
+    offline_at: float
+    serial: int
+
+
+class InFlightLinks:
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        self.rows = {direction: Rows.empty() for direction in DIRECTIONS}
+        self.held: dict[int, Held] = {}   # device -> its task in flight
+        self.alive = np.zeros(64, dtype=bool)   # by serial: the task is in flight
+        self.serials = 0
+        self.unsteady: set[int] = set()   # devices whose task ends after their offline instant (it will drop)
+        self.since = -math.inf            # links.csv has the rows before this instant
+
+    # ---- the tasks in flight -----------------------------------------------------------------------------
+    def hold(self, carried: dict) -> bool:
+        """The tasks in flight now (device -> what has a .timeline): those that left are let go; True where
+        the rows are those of exactly these tasks, and each one's solve stands (it ends before its device goes
+        offline), so that new flows meeting none of them leave every solve as it is."""
+        for d in self.held.keys() - carried.keys():
+            self.alive[self.held.pop(d).serial] = False
+            self.unsteady.discard(d)
+        # carried timelines change only through record (planning.contended): the same devices are the same tasks
+        return not self.unsteady and len(self.held) == len(carried)
+
+    def add(self, devices: list[int], timelines: list, offline_at: list[float], t: float) -> None:
+        """New tasks in flight (their timelines: contention.SharedTimeline; their devices' offline instants),
+        their rows from t on."""
+        serials = np.arange(self.serials, self.serials + len(devices))
+        self.serials += len(devices)
+        if self.serials > len(self.alive):
+            self.alive = np.concatenate([self.alive, np.zeros(max(self.serials, len(self.alive)), dtype=bool)])
+        self.alive[serials] = True
+        for direction in DIRECTIONS:
+            segments = meeting.of_profiles([getattr(tl, _PROFILE[direction]) for tl in timelines], t)
+            links = self.topology.links(np.array(devices, dtype=np.int64), direction)[segments.flow]
+            row, place = np.nonzero(links >= 0)
+            self.rows[direction] = self.rows[direction].then(
+                Rows(*(column[row] for column in segments[:3]), links[row, place], serials[segments.flow][row]))
+        for d, tl, until, serial in zip(devices, timelines, offline_at, serials.tolist()):
+            end = tl.starts[0]
+            for seconds in tl.seconds:   # the additions plan_task makes
+                end += seconds
+            self.held[d] = Held(tl, end, until, serial)
+            if end > until:
+                self.unsteady.add(d)
+
+    def record(self, carried: dict, timelines: list, offline_at: list[float], new: list[int]) -> None:
+        """After a full solve: the carried tasks (device -> its earlier .timeline), then the `new` devices'
+        tasks, with their timelines and offline instants as solved. A carried task solved again has its rows
+        made again from `since` (its profile before t is its earlier one); every offline instant is the newest."""
+        devices = list(carried) + list(new)
+        again = [i for i, (d, p) in enumerate(carried.items())
+                 if self.held.get(d) is None or self.held[d].timeline is not timelines[i]]
+        fresh = again + list(range(len(carried), len(devices)))
+        gone = [self.held.pop(devices[i]).serial for i in again if devices[i] in self.held]
+        if gone:
+            for direction, rows in self.rows.items():
+                self.rows[direction] = rows.where(~np.isin(rows.task, gone))
+            self.alive[gone] = False
+        for i, d in enumerate(devices[:len(carried)]):
+            if i not in again:   # its solve stood: only its offline instant is newer
+                self.held[d] = self.held[d]._replace(offline_at=offline_at[i])
+                (self.unsteady.add if self.held[d].end > offline_at[i] else self.unsteady.discard)(d)
+        self.unsteady.difference_update(devices[i] for i in fresh)
+        self.add([devices[i] for i in fresh], [timelines[i] for i in fresh], [offline_at[i] for i in fresh],
+                 self.since)
+
+    # ---- what a dispatch asks -----------------------------------------------------------------------------
+    def flying(self, direction: str, t: float) -> Rows:
+        """The rows of the tasks in flight that go on past t, in this direction."""
+        rows = self.rows[direction]
+        return rows.where((rows.end > t) & self.alive[rows.task])
+
+    def clear(self, direction: str, flying: Rows, movers: list[tuple[float, float, float, list[int]]]) -> bool:
+        """New flows, each alone at its rate over [start, end) on its links (start, end, rate, links padded with
+        -1), surely meet none of the `flying` rows at capacity, nor each other: on each of their links, the rates
+        of the rows there at any time within the new ones' span, summed, and the new ones' summed, stay SLACK
+        under its capacity, or a single new flow is alone there. False where that does not show it (the exact
+        check decides)."""
+        span: dict[int, list[float]] = {}   # link -> [first start, last end, summed rate, flows]
+        for start, end, rate, links in movers:
+            for link in links:
+                if link >= 0:
+                    s = span.setdefault(link, [start, end, 0.0, 0])
+                    s[0], s[1], s[2], s[3] = min(s[0], start), max(s[1], end), s[2] + rate, s[3] + 1
+        if not span:
+            return True
+        n_links = len(self.topology.capacity[direction])
+        lo, hi = np.full(n_links + 1, math.inf), np.full(n_links + 1, -math.inf)
+        on = list(span)
+        lo[on], hi[on] = [s[0] for s in span.values()], [s[1] for s in span.values()]
+        overlaps = (flying.end > lo[flying.link]) & (flying.start < hi[flying.link])
+        kept = np.bincount(flying.link[overlaps], flying.rate[overlaps], minlength=n_links)[on].tolist()
+        capacity = self.topology.capacity[direction][on].tolist()
+        return all((k == 0 and s[3] == 1) or k + s[2] <= c * (1 - SLACK)
+                   for k, s, c in zip(kept, span.values(), capacity))
+
+    def on(self, direction: str, flying: Rows, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
+        """The `flying` rows (from t on) that cross any of these flows' links ((n, m), padded with -1), in their
+        one order: as a set of meeting.py's, each row a flow of one link, and those links, (k, m) padded likewise."""
+        wanted = np.zeros(len(self.topology.capacity[direction]) + 1, dtype=bool)
+        wanted[links.ravel()] = True
+        wanted[-1] = False
+        flying = flying.where(wanted[flying.link])
+        start = np.maximum(flying.start, t)
+        order = np.lexsort((flying.rate, flying.end, start, flying.link))
+        padded = np.full((len(order), links.shape[1]), -1, dtype=np.int64)
+        padded[:, 0] = flying.link[order]
+        return meeting.Segments(start[order], flying.end[order], flying.rate[order], np.arange(len(order))), padded
+
+    # ---- links.csv ----------------------------------------------------------------------------------------
+    def take(self, t_end: float) -> list[tuple[str, int, float, float, float]]:
+        """links.csv's rows (direction, link, t_start, t_end, Bps) from `since` to t_end: each link's summed rate
+        from each instant it changes to the next, where some flow is on it; by start, then direction, then link.
+        The rows' parts after t_end wait for the next."""
+        taken = []
+        for code, direction in enumerate(DIRECTIONS):
+            rows = self.rows[direction]
+            now = rows.where(rows.start < t_end)
+            self.rows[direction] = rows.where(rows.end > t_end)
+            if not len(now.start):
+                continue
+            start, end = np.maximum(now.start, self.since), np.minimum(now.end, t_end)
+            order = np.lexsort((now.rate, end, start, now.link))
+            start, end, rate, link = start[order], end[order], now.rate[order], now.link[order]
+            change = np.zeros((2 * len(order), 2))
+            change[:, 0] = np.concatenate([rate, -rate])
+            change[:, 1] = np.repeat([1.0, -1.0], len(order))
+            instants, links, sums = link_steps(np.concatenate([start, end]), np.concatenate([link, link]), change,
+                                               len(self.topology.capacity[direction]))
+            ends = np.append(np.where(links[1:] == links[:-1], instants[1:], math.inf), math.inf)
+            busy = sums[:, 1] > 0.5
+            taken += zip([code] * int(busy.sum()), instants[busy].tolist(), links[busy].tolist(),
+                         ends[busy].tolist(), sums[busy, 0].tolist())
+        self.since = t_end
+        return [(DIRECTIONS[code], link, start, end, bps) for start, code, link, end, bps in sorted(
+            (start, code, link, end, bps) for code, start, link, end, bps in taken)]
+
+    # ---- a checkpoint -------------------------------------------------------------------------------------
+    def saved(self) -> dict:
+        """What a checkpoint keeps: the rows, each task in flight's serial number, end and offline instant, and
+        `since` (plain values)."""
+        return {"since": self.since, "serials": self.serials,
+                "rows": {direction: [column.tolist() for column in rows] for direction, rows in self.rows.items()},
+                "held": {d: [h.end, h.offline_at, h.serial] for d, h in self.held.items()}}
+
+    def restore(self, saved: dict) -> None:
+        """A checkpoint's rows and tasks in flight, whose timelines `resume` hands back."""
+        self.since, self.serials = saved["since"], saved.get("serials", 0)
+        for direction, columns in saved.get("rows", {}).items():
+            self.rows[direction] = Rows(*(np.array(column, dtype=empty.dtype)
+                                          for column, empty in zip(columns, Rows.empty())))
+        self.held = {d: Held(None, end, offline_at, serial) for d, (end, offline_at, serial) in
+                     saved.get("held", {}).items()}
+        self.alive = np.zeros(max(64, 2 * self.serials), dtype=bool)
+        self.alive[[h.serial for h in self.held.values()]] = True
+        self.unsteady = {d for d, h in self.held.items() if h.end > h.offline_at}
+
+    def resume(self, in_flight: dict) -> None:
+        """The tasks in flight of a resumed run (device -> what has a .timeline): those the checkpoint held get
+        their timelines back; others (an older testbed's checkpoint kept none) get their rows from `since`, and
+        no offline instant yet, so the next dispatch solves in full and records one."""
+        new = [d for d in in_flight if d not in self.held]
+        for d in in_flight.keys() - set(new):
+            self.held[d] = self.held[d]._replace(timeline=in_flight[d].timeline)
+        self.add(new, [in_flight[d].timeline for d in new], [-math.inf] * len(new), self.since)
