@@ -4,7 +4,7 @@ scale.yaml (100,000 phones, Markov availability, logreg; scale.py's zero-update 
 played as it is, and with every device in one of 100 cells (dealt in turn) whose downlink and uplink are narrower
 than the sum of the ~10 devices' rates a round puts in each (so the cells bind), behind a server link that binds
 too; twice: (a) synchronous rounds of 1,000 devices; (b) FedBuff, 100 tasks in flight (about one a cell), K = 10,
-where every dispatch plans the tasks still in flight again with the new ones. Each pair alternates --repeat times,
+where every dispatch plans its new tasks beside those still in flight. Each pair alternates --repeat times,
 the best of each kept. The aim: through shared links within 2x of private links, per round and per aggregation.
 
     python benchmarks/network_scale.py [--rounds 10] [--aggregations 30] [--repeat 2]

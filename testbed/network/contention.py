@@ -19,7 +19,9 @@ all, unless its transfers meet the new ones (or what the re-solved ones were) on
 device goes offline before it ends; then it is solved again from t with the bytes it still has (the fluid model
 is memoryless between events, and sets of flows that never meet at capacity are solved exactly apart:
 network/meeting.py), and its timeline is replaced from t on. Either way the instants are those of one solve of
-the whole, to rounding.
+the whole, to rounding. Where every carried solve stands, the planner first tries the new tasks alone beside the
+flows in flight (`beside_in_flight`, from their rows kept across dispatches: network/inflight.py), which gives
+this solve's answer wherever they meet none of them at capacity, without reading the carried tasks again.
 """
 from __future__ import annotations
 
@@ -87,24 +89,26 @@ class Usage:
 
 
 def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
-            server: bool = True, carried: tuple[Carried, ...] = (),
-            keep: bool = True) -> tuple[list[SharedTimeline], Usage]:
+            server: bool = True, carried: tuple[Carried, ...] = (), keep: bool = True,
+            in_flight: InFlightLinks | None = None) -> tuple[list[SharedTimeline], Usage]:
     """These devices' tasks dispatched at t (their private timelines, in the same order), through their cells'
     links and, with `server`, their backhauls' and the server's (without: to and from their cell's edge server,
     hierarchical aggregation's); with the `carried` tasks in flight at t: those whose earlier solve still stands
     keep it unless the new transfers meet theirs on a link at capacity (meeting.py), the others are solved again
     from t. Returns the timelines of the carried tasks (a kept one: its very timeline), then of the new ones, and
     the links' usage from t on the links the solve crossed. Without `keep`, every carried task is solved again
-    (what the tests compare the kept solves with)."""
+    (what the tests compare the kept solves with). `in_flight`: an asynchronous run's flows (inflight.py),
+    whose rows give the kept tasks' segments, where it holds them; the usage is then left to them (empty)."""
     kept = {i: c for i, c in enumerate(carried) if keep and _stands(c)}
     tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried) if i not in kept}
     tasks |= {len(carried) + i: _State.of_new(int(d), tl, t, float(until))
               for i, (d, tl, until) in enumerate(zip(np.asarray(devices).tolist(), timelines, offline_at))}
     usage = Usage([])
-    _transfers(topology, "down", t, tasks, kept, lambda c: _State.of_carried(c, t), server, usage)
+    _transfers(topology, "down", t, tasks, kept, lambda c: _State.of_carried(c, t), server, usage, in_flight)
     for task in tasks.values():
         task.compute_done()
-    _transfers(topology, "up", t, tasks, kept, lambda c: _State.of_carried(c, t, keep_download=True), server, usage)
+    _transfers(topology, "up", t, tasks, kept, lambda c: _State.of_carried(c, t, keep_download=True), server, usage,
+               in_flight)
     return [tasks[i].timeline() if i in tasks else carried[i].timeline
             for i in range(len(carried) + len(timelines))], usage
 
@@ -131,8 +135,7 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
     of this direction after t, else each alone (meeting.alone_one, in Python floats: a dispatch has a few), then
     checked against the flows in flight on their links, quickly (inflight.py's clear) or else as _transfers
     does (meeting.OnLinks); False where they may meet one or crowd a link."""
-    flying = flows.flying(direction, t)
-    if not len(flying.start):
+    if not flows.moving(direction, t):
         solved, _ = _solve(topology, direction, flowing, True)
         for task, flow in zip(flowing, _Solved.each(solved)):
             task.flow[direction] = None
@@ -145,10 +148,10 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
                               task.offline_at, caps) for task, row in zip(flowing, links.tolist())]
     movers = [(task.flow[direction][0], end, rate, row)
               for task, (end, _, _, _, rate), row in zip(flowing, each, links.tolist()) if rate is not None]
-    if not flows.clear(direction, flying, movers):
+    if not flows.clear(direction, movers):
         solved, _ = _solve(topology, direction, flowing, True, apart=True)
         both = meeting.OnLinks((meeting.of_solved(solved), links), (meeting.NONE, links[:0]),
-                               flows.on(direction, flying, t, links), topology.capacity[direction])
+                               flows.on(direction, t, links), topology.capacity[direction])
         if both.apart_fails() or both.meeting().any():
             return False
     for task, (end, moved, done, waited, rate) in zip(flowing, each):
@@ -251,12 +254,14 @@ class _State:
 
 
 def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_State"], kept: dict[int, Carried],
-               take, server: bool, usage: Usage) -> None:
+               take, server: bool, usage: Usage, in_flight: InFlightLinks | None = None) -> None:
     """Solve the tasks' flows of one direction together; each task takes its flow's result. Where kept carried
     tasks move bytes of this direction after t, the new flows are first solved each alone (meeting.alone), then
     together; the kept tasks whose flows meet theirs at capacity (meeting.py) are taken in, made a task by `take`
-    and moved from `kept` to `tasks`, until none meets them; the others keep their solve."""
-    standing = _Standing(topology, direction, t, kept, server)
+    and moved from `kept` to `tasks`, until none meets them; the others keep their solve. The kept tasks' segments
+    come from `in_flight`'s rows where it holds them (no usage then: the rows are links.csv's), else their profiles."""
+    rows = in_flight.kept(direction, t, kept) if in_flight is not None else None
+    standing = rows if rows is not None else _Standing(topology, direction, t, kept, server)
     apart = bool(standing.carried)   # first each alone: most new flows share no binding link with another
     while True:
         order = sorted(i for i, task in tasks.items() if task.flow[direction] is not None)
@@ -269,7 +274,7 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         was = [tasks[i] for i in order if tasks[i].carried]
         was_set = ((standing.of([task.tl for task in was]), _links(topology, [task.device for task in was], direction,
                                                                     server)) if was else (meeting.NONE, links[:0]))
-        both = meeting.OnLinks((meeting.of_solved(flows), links), was_set, (standing.segments, standing.links),
+        both = meeting.OnLinks((meeting.of_solved(flows), links), was_set, standing.near(links, was_set[1]),
                                topology.capacity[direction])
         if apart and both.apart_fails():
             apart = False
@@ -282,6 +287,8 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
     for i, flow in zip(order, _Solved.each(flows)):
         tasks[i].flow[direction] = None
         tasks[i].solved(direction, flow)
+    if rows is not None:
+        return
     if standing.carried:
         usage.extend(direction, *both.usage_rows())
     else:
@@ -304,6 +311,10 @@ class _Standing:
     def of(self, timelines: list[SharedTimeline]) -> meeting.Segments:
         """These timelines' flows of this direction as their earlier solve had them, from t on."""
         return meeting.of_profiles(list(map(self.profile, timelines)), self.t)
+
+    def near(self, *links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
+        """The kept set meeting.OnLinks compares with flows on these links: all of it."""
+        return self.segments, self.links
 
     def take(self, mask: np.ndarray) -> list[int]:
         """Those of `mask` leave the kept set; returns their indices."""

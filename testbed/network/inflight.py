@@ -18,6 +18,7 @@ crosses (start, end, rate, link), each direction apart, with the task it belongs
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -46,10 +47,12 @@ class Rows(NamedTuple):
         return cls(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
     def where(self, mask: np.ndarray) -> "Rows":
-        return Rows(*(column[mask] for column in self))
+        return Rows(self.start[mask], self.end[mask], self.rate[mask], self.link[mask], self.task[mask])
 
     def then(self, other: "Rows") -> "Rows":
-        return Rows(*(np.concatenate([mine, theirs]) for mine, theirs in zip(self, other)))
+        cat = np.concatenate
+        return Rows(cat([self.start, other.start]), cat([self.end, other.end]), cat([self.rate, other.rate]),
+                    cat([self.link, other.link]), cat([self.task, other.task]))
 
 
 class Held(NamedTuple):
@@ -127,15 +130,15 @@ class InFlightLinks:
                  self.since)
 
     # ---- what a dispatch asks -----------------------------------------------------------------------------
-    def flying(self, direction: str, t: float) -> Rows:
-        """The rows of the tasks in flight that go on past t, in this direction."""
+    def moving(self, direction: str, t: float) -> bool:
+        """Some task in flight moves bytes of this direction after t."""
         rows = self.rows[direction]
-        return rows.where((rows.end > t) & self.alive[rows.task])
+        return bool((self.alive[rows.task] & (rows.end > t)).any())
 
-    def clear(self, direction: str, flying: Rows, movers: list[tuple[float, float, float, list[int]]]) -> bool:
+    def clear(self, direction: str, movers: list[tuple[float, float, float, list[int]]]) -> bool:
         """New flows, each alone at its rate over [start, end) on its links (start, end, rate, links padded with
-        -1), surely meet none of the `flying` rows at capacity, nor each other: on each of their links, the rates
-        of the rows there at any time within the new ones' span, summed, and the new ones' summed, stay SLACK
+        -1), surely meet no flow in flight at capacity, nor each other: on each of their links, the rates of the
+        rows in flight there at any time within the new ones' span, summed, and the new ones' summed, stay SLACK
         under its capacity, or a single new flow is alone there. False where that does not show it (the exact
         check decides)."""
         span: dict[int, list[float]] = {}   # link -> [first start, last end, summed rate, flows]
@@ -146,28 +149,37 @@ class InFlightLinks:
                     s[0], s[1], s[2], s[3] = min(s[0], start), max(s[1], end), s[2] + rate, s[3] + 1
         if not span:
             return True
-        n_links = len(self.topology.capacity[direction])
-        lo, hi = np.full(n_links + 1, math.inf), np.full(n_links + 1, -math.inf)
+        capacity = self.topology.capacity[direction]
+        lo, hi = np.full(len(capacity) + 1, math.inf), np.full(len(capacity) + 1, -math.inf)
         on = list(span)
         lo[on], hi[on] = [s[0] for s in span.values()], [s[1] for s in span.values()]
-        overlaps = (flying.end > lo[flying.link]) & (flying.start < hi[flying.link])
-        kept = np.bincount(flying.link[overlaps], flying.rate[overlaps], minlength=n_links)[on].tolist()
-        capacity = self.topology.capacity[direction][on].tolist()
+        rows = self.rows[direction]
+        overlaps = self.alive[rows.task] & (rows.end > lo[rows.link]) & (rows.start < hi[rows.link])
+        kept = np.bincount(rows.link[overlaps], rows.rate[overlaps], minlength=len(capacity))[on].tolist()
         return all((k == 0 and s[3] == 1) or k + s[2] <= c * (1 - SLACK)
-                   for k, s, c in zip(kept, span.values(), capacity))
+                   for k, s, c in zip(kept, span.values(), capacity[on].tolist()))
 
-    def on(self, direction: str, flying: Rows, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
-        """The `flying` rows (from t on) that cross any of these flows' links ((n, m), padded with -1), in their
+    def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
+        """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
         one order: as a set of meeting.py's, each row a flow of one link, and those links, (k, m) padded likewise."""
         wanted = np.zeros(len(self.topology.capacity[direction]) + 1, dtype=bool)
         wanted[links.ravel()] = True
         wanted[-1] = False
-        flying = flying.where(wanted[flying.link])
+        rows = self.rows[direction]
+        flying = rows.where(self.alive[rows.task] & (rows.end > t) & wanted[rows.link])
         start = np.maximum(flying.start, t)
         order = np.lexsort((flying.rate, flying.end, start, flying.link))
         padded = np.full((len(order), links.shape[1]), -1, dtype=np.int64)
         padded[:, 0] = flying.link[order]
         return meeting.Segments(start[order], flying.end[order], flying.rate[order], np.arange(len(order))), padded
+
+    def kept(self, direction: str, t: float, kept: dict) -> "KeptRows | None":
+        """The kept carried tasks (index -> contention.Carried) of a full solve at t, as their rows give them
+        (contention._Standing's part); None where some is not held as it is (the solve reads its profile)."""
+        held = self.held
+        if not all((h := held.get(c.device)) is not None and h.timeline is c.timeline for c in kept.values()):
+            return None
+        return KeptRows(self, direction, t, kept)
 
     # ---- links.csv ----------------------------------------------------------------------------------------
     def take(self, t_end: float) -> list[tuple[str, int, float, float, float]]:
@@ -225,3 +237,51 @@ class InFlightLinks:
         for d in in_flight.keys() - set(new):
             self.held[d] = self.held[d]._replace(timeline=in_flight[d].timeline)
         self.add(new, [in_flight[d].timeline for d in new], [-math.inf] * len(new), self.since)
+
+
+class KeptRows:
+    """contention._Standing from the rows: the kept tasks that move bytes of one direction after t, their rate
+    segments from t on, each row a flow of one link; a solve asks for those on the links its flows cross
+    (`near`), which are all that meeting.OnLinks compares with them."""
+
+    def __init__(self, flows: InFlightLinks, direction: str, t: float, kept: dict):
+        self.t, self.n_links = t, len(flows.topology.capacity[direction])
+        self.profile = attrgetter(_PROFILE[direction])
+        index = np.fromiter(kept, np.int64, len(kept))
+        serials = np.array([flows.held[c.device].serial for c in kept.values()], dtype=np.int64)
+        order = np.argsort(serials)
+        serials, index = serials[order], index[order]
+        rows = flows.rows[direction]
+        at = np.minimum(np.searchsorted(serials, rows.task), max(len(serials) - 1, 0))
+        mine = (rows.end > t) & (serials[at] == rows.task) if len(serials) else np.zeros(len(rows.task), dtype=bool)
+        self.rows, self.owner = rows.where(mine), index[at][mine] if len(serials) else index[:0]
+        self.carried = {i: kept[i] for i in np.unique(self.owner).tolist()}
+        self._near = self.owner[:0]
+
+    def of(self, timelines: list) -> meeting.Segments:
+        """These timelines' flows of this direction as their earlier solve had them, from t on."""
+        return meeting.of_profiles(list(map(self.profile, timelines)), self.t)
+
+    def near(self, *links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
+        """The kept rows on any of these links ((n, m) arrays padded with -1), in their one order (as `on`)."""
+        wanted = np.zeros(self.n_links + 1, dtype=bool)
+        for each in links:
+            wanted[each.ravel()] = True
+        wanted[-1] = False
+        pick = np.flatnonzero(wanted[self.rows.link])
+        rows = self.rows.where(pick)
+        start = np.maximum(rows.start, self.t)
+        order = np.lexsort((rows.rate, rows.end, start, rows.link))
+        self._near = self.owner[pick][order]
+        padded = np.full((len(order), links[0].shape[1]), -1, dtype=np.int64)
+        padded[:, 0] = rows.link[order]
+        return meeting.Segments(start[order], rows.end[order], rows.rate[order], np.arange(len(order))), padded
+
+    def take(self, mask: np.ndarray) -> list[int]:
+        """The tasks of the rows of `mask` (over the last `near`) leave the kept set; returns their indices."""
+        taken = np.unique(self._near[mask]).tolist()
+        stay = ~np.isin(self.owner, taken)
+        self.rows, self.owner = self.rows.where(stay), self.owner[stay]
+        for i in taken:
+            del self.carried[i]
+        return taken

@@ -98,7 +98,8 @@ class Planner:
 
         def solve(until: np.ndarray) -> list:
             kept = tuple(map(Carried, carried, [p.timeline for p in carried.values()], until[:n].tolist()))
-            shared, solved["usage"] = contend(self.topology, t0, ids, timelines, until[n:], server, kept)
+            shared, solved["usage"] = contend(self.topology, t0, ids, timelines, until[n:], server, kept,
+                                              in_flight=flows)
             return shared
 
         shared, until = self._settled(np.concatenate([np.fromiter(carried, np.int64, n), ids]), t0,
