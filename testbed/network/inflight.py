@@ -66,6 +66,8 @@ class Held(NamedTuple):
 
 
 class InFlightLinks:
+    """The rows of an asynchronous run's flows through `topology`, from `since` on; which tasks are in flight."""
+
     def __init__(self, topology: Topology):
         self.topology = topology
         self.rows = {direction: Rows.empty() for direction in DIRECTIONS}
@@ -124,8 +126,11 @@ class InFlightLinks:
         for i, d in enumerate(devices[:len(carried)]):
             if i not in again:   # its solve stood: only its offline instant is newer
                 self.held[d] = self.held[d]._replace(offline_at=offline_at[i])
-                (self.unsteady.add if self.held[d].end > offline_at[i] else self.unsteady.discard)(d)
-        self.unsteady.difference_update(devices[i] for i in fresh)
+                if self.held[d].end > offline_at[i]:
+                    self.unsteady.add(d)
+                else:
+                    self.unsteady.discard(d)
+        self.unsteady.difference_update(devices[i] for i in fresh)   # add() tells again
         self.add([devices[i] for i in fresh], [timelines[i] for i in fresh], [offline_at[i] for i in fresh],
                  self.since)
 
