@@ -138,16 +138,15 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
     if not flows.moving(direction, t):
         solved, _ = _solve(topology, direction, flowing, True)
         for task, flow in zip(flowing, _Solved.each(solved)):
-            task.flow[direction] = None
             task.solved(direction, flow)
         return True
     links = _links(topology, [task.device for task in flowing], direction, True)
-    caps = topology.capacity[direction].tolist()
+    rows, caps = links.tolist(), topology.capacity[direction].tolist()
     up = direction == "up"
     each = [meeting.alone_one(*task.flow[direction], task.tl.up_Bps if up else task.tl.down_Bps, row,
-                              task.offline_at, caps) for task, row in zip(flowing, links.tolist())]
+                              task.offline_at, caps) for task, row in zip(flowing, rows)]
     movers = [(task.flow[direction][0], end, rate, row)
-              for task, (end, _, _, _, rate), row in zip(flowing, each, links.tolist()) if rate is not None]
+              for task, (end, _, _, _, rate), row in zip(flowing, each, rows) if rate is not None]
     if not flows.clear(direction, movers):
         solved, _ = _solve(topology, direction, flowing, True, apart=True)
         both = meeting.OnLinks((meeting.of_solved(solved), links), (meeting.NONE, links[:0]),
@@ -156,7 +155,6 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
             return False
     for task, (end, moved, done, waited, rate) in zip(flowing, each):
         start = task.flow[direction][0]
-        task.flow[direction] = None
         task.solved(direction, _Solved((start,), (0.0,), end, moved, done, waited) if rate is not None else
                     _Solved((), (), end, moved, done, waited))
     return True
@@ -231,7 +229,8 @@ class _State:
             self.seconds[2] = math.inf   # offline before its upload flows: plan_task drops it there
 
     def solved(self, direction: str, flow: "_Solved") -> None:
-        """This task's transfer of `direction` as solved: its seconds and its profile from t."""
+        """This task's transfer of `direction` as solved: its seconds and its profile from t; nothing left to solve."""
+        self.flow[direction] = None
         before_t, before_b = self.profile[direction]
         offset = before_b[-1] if before_b else 0.0
         times = before_t[:-1] + flow.times + (flow.end_s,)
@@ -285,7 +284,6 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         for i in standing.take(met):
             tasks[i] = take(kept.pop(i))
     for i, flow in zip(order, _Solved.each(flows)):
-        tasks[i].flow[direction] = None
         tasks[i].solved(direction, flow)
     if rows is not None:
         return

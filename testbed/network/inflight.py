@@ -167,16 +167,11 @@ class InFlightLinks:
     def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
         one order: as a set of meeting.py's, each row a flow of one link, and those links, (k, m) padded likewise."""
-        wanted = np.zeros(len(self.topology.capacity[direction]) + 1, dtype=bool)
-        wanted[links.ravel()] = True
-        wanted[-1] = False
         rows = self.rows[direction]
-        flying = rows.where(self.alive[rows.task] & (rows.end > t) & wanted[rows.link])
-        start = np.maximum(flying.start, t)
-        order = np.lexsort((flying.rate, flying.end, start, flying.link))
-        padded = np.full((len(order), links.shape[1]), -1, dtype=np.int64)
-        padded[:, 0] = flying.link[order]
-        return meeting.Segments(start[order], flying.end[order], flying.rate[order], np.arange(len(order))), padded
+        wanted = _wanted(len(self.topology.capacity[direction]), links)
+        segments, padded, _ = _in_order(rows.where(self.alive[rows.task] & (rows.end > t) & wanted[rows.link]), t,
+                                        links.shape[1])
+        return segments, padded
 
     def kept(self, direction: str, t: float, kept: dict) -> "KeptRows | None":
         """The kept carried tasks (index -> contention.Carried) of a full solve at t, as their rows give them
@@ -269,18 +264,10 @@ class KeptRows:
 
     def near(self, *links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The kept rows on any of these links ((n, m) arrays padded with -1), in their one order (as `on`)."""
-        wanted = np.zeros(self.n_links + 1, dtype=bool)
-        for each in links:
-            wanted[each.ravel()] = True
-        wanted[-1] = False
-        pick = np.flatnonzero(wanted[self.rows.link])
-        rows = self.rows.where(pick)
-        start = np.maximum(rows.start, self.t)
-        order = np.lexsort((rows.rate, rows.end, start, rows.link))
+        pick = np.flatnonzero(_wanted(self.n_links, *links)[self.rows.link])
+        segments, padded, order = _in_order(self.rows.where(pick), self.t, links[0].shape[1])
         self._near = self.owner[pick][order]
-        padded = np.full((len(order), links[0].shape[1]), -1, dtype=np.int64)
-        padded[:, 0] = rows.link[order]
-        return meeting.Segments(start[order], rows.end[order], rows.rate[order], np.arange(len(order))), padded
+        return segments, padded
 
     def take(self, mask: np.ndarray) -> list[int]:
         """The tasks of the rows of `mask` (over the last `near`) leave the kept set; returns their indices."""
@@ -290,3 +277,22 @@ class KeptRows:
         for i in taken:
             del self.carried[i]
         return taken
+
+
+def _wanted(n_links: int, *links: np.ndarray) -> np.ndarray:
+    """A mask over the links and the padding (index -1, never wanted) of these (n, m) link arrays."""
+    wanted = np.zeros(n_links + 1, dtype=bool)
+    for each in links:
+        wanted[each.ravel()] = True
+    wanted[-1] = False
+    return wanted
+
+
+def _in_order(rows: Rows, t: float, width: int) -> tuple[meeting.Segments, np.ndarray, np.ndarray]:
+    """Rows from t on in their one order (link, start, end, rate) as a set of meeting.py's, each row a flow of one
+    link, its links padded to `width` with -1, and the order taken."""
+    start = np.maximum(rows.start, t)
+    order = np.lexsort((rows.rate, rows.end, start, rows.link))
+    padded = np.full((len(order), width), -1, dtype=np.int64)
+    padded[:, 0] = rows.link[order]
+    return meeting.Segments(start[order], rows.end[order], rows.rate[order], np.arange(len(order))), padded, order

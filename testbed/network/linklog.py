@@ -60,26 +60,24 @@ class LinkLog:
         start, end = self._start, self._end
         taken = self._rows(start < t_end, np.where(t_end < end, t_end, end), r)   # min(end, t_end)
         if self.flows is not None:
-            taken += self._flow_rows(self.flows.take(t_end), r)
+            taken += self._dicts(self.flows.take(t_end), r)
         left = (end > t_end) & keep_rest
         self._start = np.where(t_end > start, t_end, start)[left]                  # max(start, t_end)
         self._direction, self._link, self._end, self._bps = (c[left] for c in (self._direction, self._link, end,
                                                                                    self._bps))
         return taken
 
-    def _flow_rows(self, rows: list[tuple[str, int, float, float, float]], r: int) -> list[dict]:
-        names, capacity = self.topology.link_names, {d: self.topology.capacity[d].tolist() for d in DIRECTIONS}
-        return [{"round": r, "link": names[link], "direction": direction, "capacity_Bps": capacity[direction][link],
-                 "t_start_s": start, "t_end_s": stop, "Bps": bps} for direction, link, start, stop, bps in rows]
-
     def _rows(self, mask: np.ndarray, end: np.ndarray, r: int | None = None) -> list[dict]:
-        """The rows of `mask` as dicts (key order: links.csv's), their ends `end`; with `r`, their round first."""
+        """The rows of `mask` as dicts, their ends `end`; with `r`, their round first."""
         if not mask.any():   # also where there are no shared links (topology None): a checkpoint's empty list
             return []
-        names, capacity = self.topology.link_names, [self.topology.capacity[d].tolist() for d in DIRECTIONS]
+        return self._dicts(zip([DIRECTIONS[d] for d in self._direction[mask].tolist()], self._link[mask].tolist(),
+                               self._start[mask].tolist(), end[mask].tolist(), self._bps[mask].tolist()), r)
+
+    def _dicts(self, rows, r: int | None) -> list[dict]:
+        """Rows (direction, link, t_start, t_end, Bps) as links.csv's dicts (its key order); with `r`, their round
+        first."""
+        names, capacity = self.topology.link_names, {d: self.topology.capacity[d].tolist() for d in DIRECTIONS}
         head = {} if r is None else {"round": r}
-        return [head | {"link": names[link], "direction": DIRECTIONS[d], "capacity_Bps": capacity[d][link],
-                        "t_start_s": start, "t_end_s": stop, "Bps": bps}
-                for d, link, start, stop, bps in zip(self._direction[mask].tolist(), self._link[mask].tolist(),
-                                                     self._start[mask].tolist(), end[mask].tolist(),
-                                                     self._bps[mask].tolist())]
+        return [head | {"link": names[link], "direction": direction, "capacity_Bps": capacity[direction][link],
+                        "t_start_s": start, "t_end_s": stop, "Bps": bps} for direction, link, start, stop, bps in rows]

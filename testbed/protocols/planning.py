@@ -49,9 +49,9 @@ class Planner:
                    server: bool = True) -> dict[int, Planned]:
         """Round r's tasks (by device), all dispatched at t0 at the capability tier of round r (an asynchronous
         dispatch: of the aggregation its tasks feed). Through shared links, the tasks `carried` in flight at t0
-        (an asynchronous dispatch's, {} at its first) are planned again with them, and are in the answer too;
-        `server`: their transfers go to and from the server (else to their cell's edge server, hierarchical
-        aggregation's)."""
+        (an asynchronous dispatch's, {} at its first) are planned with them, and those planned again (whose
+        earlier solve did not stand) are in the answer too; `server`: their transfers go to and from the server
+        (else to their cell's edge server, hierarchical aggregation's)."""
         capacity = self._capacity(r)
         timelines = {d: self._timeline(t, float(capacity[d]), t0) for d, t in tasks.items()}
         if self.topology is not None:
