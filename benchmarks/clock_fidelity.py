@@ -16,7 +16,11 @@ measured / predicted over the zoo cases: it separates the VM's drift between cal
 the predictor's shape). Each case is printed as it is measured, then the summary; --csv writes the cases.
 
     python benchmarks/clock_fidelity.py [--budget 180] [--profile FILE] [--out FILE] [--csv FILE] [--skip NAME ...]
-                                        [--save FILE.json.gz | --replay FILE.json.gz]
+                                        [--device cpu|cuda] [--save FILE.json.gz | --replay FILE.json.gz]
+
+--device cuda times the steps on the GPU (all cases, SLOW included) and predicts each twice: from its step traced
+on the GPU (the ops a GPU dispatches, cuDNN's say) and from its step traced on the CPU ("host-traced": what
+step_time charges for a GPU profile on a machine without one); it names the op names the two traces differ by.
 
 --save keeps every measurement (benchmarks/_measured.py); --replay refits the clock on them and reports, measuring
 nothing: a change to the predictor is judged on the same measurements as the clock before it.
@@ -29,18 +33,21 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 import torch
 from torch import nn
 
 import _measured
+from _measured import HOST as HOST_TRACE   # on a GPU, a case's step traced on the CPU too
 from _harness import machine
 from testbed.flops import forward_flops_per_sample, training_flops
 from testbed.latency.clock import calibration_of
 from testbed.latency.calibration import (FIRST_ROUND, FIT_SHARE, Measurement, fit, machine_record, measure_round,
                                          new_networks, timing_overhead)
 from testbed.latency.networks import Workload
+from testbed.latency.trace import trace_step
 from testbed.models import MODELS
 from testbed.models.summary import REFERENCE_INPUTS
 
@@ -98,12 +105,13 @@ OWN = {
 }
 
 
-def cases(skip: set[str]):
-    """(label, model, sample, batch, own): the zoo at WIDTHS x BATCHES, then OWN at BATCHES."""
+def cases(skip: set[str], device: str = "cpu"):
+    """(label, model, sample, batch, own): the zoo at WIDTHS x BATCHES (SLOW left out on a CPU), then OWN at
+    BATCHES."""
     for name, ref in REFERENCE_INPUTS.items():
         for width in WIDTHS:
             for batch in BATCHES:
-                if name in skip or (name, width, batch) in SLOW:
+                if name in skip or device == "cpu" and (name, width, batch) in SLOW:
                     continue
                 example = ref.example()
                 model = MODELS[name](tuple(example.shape[1:]), ref.num_classes, width)
@@ -134,11 +142,11 @@ def summary(label: str, predicted: np.ndarray, measured: np.ndarray, zoo: np.nda
 def alternate(args, steps: list[Measurement]):
     """Calibration's rounds and the cases' rounds, alternated (the module's docstring): the calibration's networks
     (none with --profile) and the fitted clock."""
-    start, overhead = time.perf_counter(), timing_overhead("cpu")
+    start, overhead = time.perf_counter(), timing_overhead(args.device)
     if args.profile:
         model, nets = calibration_of(args.profile), []
     else:
-        nets = new_networks(FIRST_ROUND * FIT_SHARE * args.budget, "cpu", overhead)
+        nets = new_networks(FIRST_ROUND * FIT_SHARE * args.budget, args.device, overhead)
         print(f"calibration's first round: {len(nets)} networks in {time.perf_counter() - start:.0f} s", flush=True)
     for r in range(args.rounds):
         if nets:
@@ -148,7 +156,7 @@ def alternate(args, steps: list[Measurement]):
         print(f"round {r + 1} of {args.rounds} measured ({time.perf_counter() - start:.0f} s)", flush=True)
     if not nets:
         return nets, model
-    return nets, fit(nets, machine_record("cpu", 1, args.budget, nets))
+    return nets, fit(nets, machine_record(args.device, 1, args.budget, nets))
 
 
 def measure_cases(args) -> tuple[list[dict], list, object]:
@@ -160,16 +168,37 @@ def measure_cases(args) -> tuple[list[dict], list, object]:
               f"{record.get('measured', '?')} on {record.get('processor', '?')}")
         return rows, traces, (calibration_of(args.profile) if args.profile else fit(nets, record))
     rows, steps = [], []
-    for label, net, example, batch, own in cases(set(args.skip)):
-        steps.append(Measurement(Workload(net, example, batch, label), "cpu"))
+    for label, net, example, batch, own in cases(set(args.skip), args.device):
         flops = 2 * training_flops(forward_flops_per_sample(net, example), batch)
         rows.append({"case": label, "own": own, "flops": flops})
+        if args.device != "cpu":   # the step as a simulation on a CPU-only machine traces it (HOST_TRACE)
+            rows[-1][HOST_TRACE] = trace_step(net, example, batch)
+        steps.append(Measurement(Workload(net, example, batch, label), args.device))
     nets, model = alternate(args, steps)
     for row, m in zip(rows, steps):
         row["measured_ms"] = m.fastest.best["step"] * 1e3
     if args.save:
         _measured.save(args.save, nets, rows, steps, model.machine or {})
     return rows, [m.trace for m in steps], model
+
+
+def predict(rows: list[dict], traces: list, model) -> None:
+    """Each case's latency-clock prediction from its step's trace; on a GPU also from its CPU trace (the ops a
+    CPU-only host's step_time sees), with the op names that trace has and the device's has not."""
+    missing: Counter = Counter()
+    for row, trace in zip(rows, traces):
+        row["latency_ms"] = model.step_seconds(trace)[0] * 1e3
+        line = f"{row['case']:24s} measured {row['measured_ms']:8.3f} ms  latency {row['latency_ms']:8.3f} ms " \
+               f"({row['latency_ms'] / row['measured_ms']:5.2f}x)"
+        host = row.pop(HOST_TRACE, None)
+        if host is not None:
+            row["latency_host_ms"] = model.step_seconds(host)[0] * 1e3
+            line += f"  host-traced {row['latency_host_ms'] / row['measured_ms']:5.2f}x"
+            missing.update(set(op.name for op in host.ops) - set(op.name for op in trace.ops))
+        print(line)
+    if missing:
+        print("op names of the CPU traces that the device's traces lack (cases): "
+              + ", ".join(f"{name} ({n})" for name, n in missing.most_common()))
 
 
 def main(argv=None) -> int:
@@ -179,6 +208,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="where to write the calibrated device file")
     parser.add_argument("--csv", help="write every case here")
     parser.add_argument("--skip", nargs="*", default=[])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="time the steps on the GPU")
     parser.add_argument("--rounds", type=int, default=4, help="rounds of measurement over all cases")
     parser.add_argument("--save", help="write every measurement here (.json.gz), for --replay")
     parser.add_argument("--replay", help="refit and report on a --save file's measurements, measuring nothing")
@@ -193,10 +223,7 @@ def main(argv=None) -> int:
     if args.out and not args.profile:
         from testbed.latency.device_file import write_device_file
         write_device_file(args.out, model, "calibrated")
-    for row, trace in zip(rows, traces):
-        row["latency_ms"] = model.step_seconds(trace)[0] * 1e3
-        print(f"{row['case']:28s} measured {row['measured_ms']:9.3f} ms  latency clock {row['latency_ms']:9.3f} ms "
-              f"({row['latency_ms'] / row['measured_ms']:5.2f}x)")
+    predict(rows, traces, model)
     measured = np.array([r["measured_ms"] for r in rows])
     zoo = ~np.array([r["own"] for r in rows])
     flops = np.array([r["flops"] for r in rows], float)
@@ -204,9 +231,11 @@ def main(argv=None) -> int:
     for r in rows:
         r["flop_clock_ms"] = r["flops"] / rate
     print(f"FLOP clock's best single rate: {rate / 1e6:.2f} GFLOP/s (two per multiply-add)")
-    for line in summary("latency clock", np.array([r["latency_ms"] for r in rows]), measured, zoo) + \
-            summary("FLOP clock", np.array([r["flop_clock_ms"] for r in rows]), measured, zoo):
-        print(line)
+    for label, key in (("latency clock", "latency_ms"), ("host-traced", "latency_host_ms"),
+                       ("FLOP clock", "flop_clock_ms")):
+        if key in rows[0]:
+            for line in summary(label, np.array([r[key] for r in rows]), measured, zoo):
+                print(line)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))

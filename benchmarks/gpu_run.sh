@@ -10,7 +10,7 @@ BUDGET=${BUDGET:-420}               # seconds of runs that gpu.py plans for
 LIMIT=${LIMIT:-$((BUDGET + 120))}   # then killed: data writing and loading, the peak, a run's last round
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --disable-pip-version-check --upgrade \
+[ "${WHEELS:-1}" = 0 ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --disable-pip-version-check --upgrade \
     --target /tmp/site benchmarks/wheels/*.whl || { echo "wheels did not install: run benchmarks/gpu_wheels.sh here"; exit 3; }
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$OUT/nvidia-smi.csv" 2>&1

@@ -141,7 +141,7 @@ def _batch(sample: torch.Tensor, batch_size: int) -> torch.Tensor:
 
 def _targets(logits: torch.Tensor) -> torch.Tensor:
     """Class labels for cross-entropy of these logits (classes on dim 1, as testbed/functional.py's loss)."""
-    return torch.zeros((logits.shape[0], *logits.shape[2:]), dtype=torch.long)
+    return torch.zeros((logits.shape[0], *logits.shape[2:]), dtype=torch.long, device=logits.device)
 
 
 def run_step(model: torch.nn.Module, params: dict, buffers: dict, x: torch.Tensor, optimizer, state):
@@ -161,15 +161,17 @@ def default_optimizer():
 
 def trace_step(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, optimizer=None) -> Step:
     """The ops of one training step of `model` on a batch of `batch_size` inputs shaped like `sample` (one input
-    with its batch dimension), on fake tensors: nothing is computed and the model is left as it was."""
+    with its batch dimension), on fake tensors: nothing is computed and the model is left as it was. The fake
+    tensors are on the model's device, so a model on a GPU dispatches the GPU's ops (cuDNN's, say)."""
     optimizer = optimizer or default_optimizer()
+    device = next(model.parameters(), torch.empty(0)).device
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # fake tensors warn about ops without meta kernels they fall back on
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         params = {n: mode.from_tensor(p.detach()).requires_grad_(True) for n, p in model.named_parameters()}
         buffers = {n: mode.from_tensor(b) for n, b in model.named_buffers()}
         with mode:
-            x = mode.from_tensor(_batch(sample, batch_size))
+            x = mode.from_tensor(_batch(sample, batch_size).to(device))
             state = optimizer.init({n: p.detach() for n, p in params.items()})
             recorder = Recorder()
             with recorder:
