@@ -76,10 +76,13 @@ def _tensors(tree) -> list[torch.Tensor]:
 def _recurrent_flops(args) -> int:
     """A fused recurrent layer (mkldnn_rnn_layer and its backward: input, then the weights W_ih, W_hh and the two
     biases, then the states): every (step, sample) multiplies its input and hidden state by W_ih and W_hh, one
-    multiply-add per weight entry (testbed/flops.py counts the same)."""
-    x = args[0]
+    multiply-add per weight entry (testbed/flops.py counts the same). On a GPU, cuDNN's _cudnn_rnn runs every
+    layer in one op, its weights in one list: the same count over all of them."""
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor):   # cuDNN's weight flattening (_cudnn_rnn_flatten_weight and its check)
+        return 0
     steps_x_batch = x.numel() // max(1, x.shape[-1])
-    weights = [t for t in args[1:5] if isinstance(t, torch.Tensor) and t.dim() == 2]
+    weights = [t for t in _tensors(args[1:5]) if t.dim() == 2]   # cuDNN's _cudnn_rnn: every layer's, in one list
     return 2 * steps_x_batch * sum(t.numel() for t in weights)
 
 
