@@ -17,8 +17,9 @@ timing ops one by one misses, fitted on whole steps of the calibration's network
 operands in cache, inside a step it often does not (scale_g, per group of ops: GROUPS, group_of), and the autograd
 engine and Python run between ops (per_op_s), over the parameter tensors (per_tensor_s: the functional call and the
 optimizer's loop) and around the step (fixed_s).
-An op name the calibration never measured is charged by the calibrated `fallback` roofline and named in
-`unknown` (the clock reports each once).
+An op name the calibration never measured is charged by its twin's predictor where the calibration measured that
+(SAME_WORK: the same layer's op under another device's name), else by the calibrated `fallback` roofline, and named
+in `unknown` (the clock reports each once).
 """
 from __future__ import annotations
 
@@ -67,6 +68,15 @@ class Step(Protocol):
     ops: tuple
     tensors: int
 
+
+# One layer's work under a CPU's and a GPU's op names, with the same first two operands (trace.Op's features): a
+# profile calibrated on one device predicts a step traced on the other (a Jetson's file on a laptop without its GPU).
+# A GPU's LSTM runs all its layers in one _cudnn_rnn; the CPU's mkldnn_rnn_layer runs one: each is priced per call.
+_TWINS = (("native_batch_norm", "cudnn_batch_norm"), ("native_batch_norm_backward", "cudnn_batch_norm_backward"),
+          ("mkldnn_rnn_layer", "_cudnn_rnn"), ("mkldnn_rnn_layer_backward", "_cudnn_rnn_backward"),
+          ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention"),
+          ("_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_efficient_attention_backward"))
+SAME_WORK = {a: b for a, b in _TWINS} | {b: a for a, b in _TWINS}
 
 K_NEAREST = 4
 DISTANCE_FLOOR = 0.25
@@ -126,8 +136,12 @@ class Calibrated:
     def __hash__(self):   # a profile holding it stays hashable; two calibrations are rarely compared
         return id(self)
 
+    def fit_of(self, name: str) -> OpFit | None:
+        """The op name's predictor, or its twin's (SAME_WORK); None where neither was measured."""
+        return self.ops.get(name) or self.ops.get(SAME_WORK.get(name, ""))
+
     def op_seconds(self, op: Op) -> float:
-        fit = self.ops.get(op.name)
+        fit = self.fit_of(op.name)
         return self.fallback.op_seconds(op) if fit is None else fit.seconds(op)
 
     def group_seconds(self, ops) -> dict[str, float]:
@@ -141,7 +155,7 @@ class Calibrated:
         """The step's seconds, and the op names charged by the fallback roofline (with their counts)."""
         unknown: dict[str, int] = {}
         for op in step.ops:
-            if op.name not in self.ops:
+            if self.fit_of(op.name) is None:
                 unknown[op.name] = unknown.get(op.name, 0) + 1
         groups = self.group_seconds(step.ops)
         in_step = math.fsum(self.scale[g] * groups[g] for g in GROUPS)

@@ -25,6 +25,10 @@ Exact semantics:
 - Only the clock changes: bytes, counted FLOPs (rounds.csv's `flops`) and the algorithms' own cost estimates
   (P-UCBV's local cost, Oort's durations, FedCS's deadline planning) are what the algorithm can know, as before.
   Energy is power x phase time, so it follows the predicted time.
+- A profile calibrated on a GPU (`testbed calibrate --device cuda`) has its steps traced on this host's GPU, so
+  they dispatch the ops its calibration timed (cuDNN's); on a host without one they are traced on the CPU, said once
+  per profile on stderr, and an op timed there under the GPU's name for the same layer is predicted by that
+  (devices/latency.py's SAME_WORK: batch norm, an LSTM, attention).
 - An op the calibration never measured is charged by the calibration's fallback roofline, reported once per op
   name and profile on stderr.
 Predictions are cached per (profile, network shape, batch size); a network is traced at two batch sizes and its
@@ -33,6 +37,7 @@ trace each.
 """
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from collections import Counter
@@ -85,7 +90,7 @@ class StepClock:
 
     def __init__(self, model: torch.nn.Module, sample: torch.Tensor, optimizer=None, report=None):
         self.model, self.sample, self.optimizer = model, sample[:1], optimizer
-        self._networks: dict[tuple, torch.nn.Module] = {FULL: model}
+        self._networks: dict[tuple, torch.nn.Module] = {FULL: model}   # on the CPU; a GPU's copies by (device, key)
         self._traces: dict[tuple, object] = {}
         self._traced: dict[tuple, set[int]] = {}   # the batch sizes really traced, per network
         self._seconds: dict[tuple, float] = {}
@@ -102,25 +107,47 @@ class StepClock:
             self._networks[key] = shrunk(self.model, rows, columns)
         return key
 
-    def trace(self, key: tuple, batch_size: int):
-        """The network's step at this batch size: traced at two sizes, every other one interpolated from them
-        (trace.at_batch: a step's FLOPs, bytes and operand dims are affine in the batch size), or traced where
-        the two do not dispatch the same ops; a batch of one is always traced (a tensor with a dimension of 1 is
-        contiguous either way, so some copies are not made: char_lstm dispatches other ops there)."""
-        if (key, batch_size) not in self._traces:
-            known = sorted(b for b in self._traced.get(key, ()) if b > 1)
-            step = at_batch(self._traces[key, known[0]], known[0], self._traces[key, known[-1]], known[-1],
+    def trace(self, key: tuple, batch_size: int, device: str = "cpu"):
+        """The network's step at this batch size on `device`: traced at two sizes, every other one interpolated
+        from them (trace.at_batch: a step's FLOPs, bytes and operand dims are affine in the batch size), or traced
+        where the two do not dispatch the same ops; a batch of one is always traced (a tensor with a dimension of
+        1 is contiguous either way, so some copies are not made: char_lstm dispatches other ops there)."""
+        traced = (key, device) if device != "cpu" else key
+        if (traced, batch_size) not in self._traces:
+            known = sorted(b for b in self._traced.get(traced, ()) if b > 1)
+            step = at_batch(self._traces[traced, known[0]], known[0], self._traces[traced, known[-1]], known[-1],
                             batch_size) if len(known) >= 2 and batch_size > 1 else None
             if step is None:
-                step = trace_step(self._networks[key], self.sample, batch_size, self.optimizer)
-                self._traced.setdefault(key, set()).add(batch_size)
-            self._traces[key, batch_size] = step
-        return self._traces[key, batch_size]
+                step = trace_step(self._network_on(key, device), self.sample, batch_size, self.optimizer)
+                self._traced.setdefault(traced, set()).add(batch_size)
+            self._traces[traced, batch_size] = step
+        return self._traces[traced, batch_size]
+
+    def _network_on(self, key: tuple, device: str) -> torch.nn.Module:
+        if device == "cpu":
+            return self._networks[key]
+        if (device, key) not in self._networks:
+            self._networks[device, key] = copy.deepcopy(self._networks[key]).to(device)
+        return self._networks[device, key]
+
+    def device_of(self, profile: DeviceProfile) -> str:
+        """Where the profile's steps are traced (module docstring): its calibration's GPU where this host has one."""
+        machine = getattr(profile.latency, "machine", None) or {}
+        if machine.get("device", "cpu") == "cpu":
+            return "cpu"
+        if torch.cuda.is_available():
+            return "cuda"
+        if (profile.name, "") not in self._reported:
+            self._reported.add((profile.name, ""))
+            self._report(f"latency clock: {profile.name} was calibrated on a GPU ({machine.get('processor', '?')}) "
+                         "and this host has none; its steps are traced on the CPU (docs/latency.md)")
+        return "cpu"
 
     def step_seconds(self, profile: DeviceProfile, batch_size: int, key: tuple = FULL) -> float:
         cache = (profile.name, id(profile), key, batch_size)
         if cache not in self._seconds:
-            seconds, unknown = predictor_of(profile).step_seconds(self.trace(key, batch_size))
+            trace = self.trace(key, batch_size, self.device_of(profile))
+            seconds, unknown = predictor_of(profile).step_seconds(trace)
             for name, count in unknown.items():
                 self._tell(profile, name, count)
             self._seconds[cache] = seconds

@@ -65,6 +65,24 @@ def test_an_op_the_calibration_never_measured_is_charged_by_its_fallback_and_tol
     assert len(lines) == len(set(lines))
 
 
+def test_a_gpu_calibration_on_a_host_without_a_gpu_traces_on_the_cpu_and_says_so_once(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    fits = {"addmm": OpFit((1e-5, 0, 0), ())}
+    cpu_fit = Calibrated(fits, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0, 0.0, Roofline(1e9, 1e9, 1e-6),
+                         {"processor": "Intel Xeon", "device": "cpu"})
+    gpu_fit = Calibrated(fits, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0, 0.0, Roofline(1e9, 1e9, 1e-6),
+                         {"processor": "NVIDIA Jetson Orin", "device": "cuda"})
+    lines = []
+    clock = StepClock(net(), SAMPLE, report=lines.append)
+    on_cpu = clock.step_seconds(CATALOG["raspberry_pi_4"].with_overrides(name="cpu_file", latency=cpu_fit), 10)
+    orin = CATALOG["raspberry_pi_4"].with_overrides(name="orin", latency=gpu_fit)
+    assert clock.step_seconds(orin, 10) == on_cpu and clock.step_seconds(orin, 4) > 0
+    gpu = [line for line in lines if "calibrated on a GPU" in line]
+    assert gpu == ["latency clock: orin was calibrated on a GPU (NVIDIA Jetson Orin) and this host has none; its "
+                   "steps are traced on the CPU (docs/latency.md)"]
+    assert not any("cpu_file was calibrated" in line for line in lines)
+
+
 def test_a_structured_submodel_runs_its_shrunk_network_and_a_masked_one_the_dense_shape():
     model = net()
     clock = StepClock(model, SAMPLE)

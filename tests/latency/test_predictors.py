@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from devices.latency import GROUPS, Calibrated, OpFit, Roofline, fit_op, group_of
+from devices.latency import GROUPS, SAME_WORK, Calibrated, OpFit, Roofline, fit_op, group_of
 from testbed.latency.trace import Op, Step
 
 
@@ -57,6 +57,19 @@ def test_a_calibrated_step_sums_its_groups_ops_and_its_fixed_terms():
     expected = 1.5e-3 + 2 * 2e-6 + 2 * (5e-6 + 1e-3) + 4 * 1e-6 + 3 * 1e-5 + 1e-4
     assert seconds == pytest.approx(expected)
     assert unknown == {"mystery": 1}
+
+
+def test_an_op_under_another_devices_name_is_predicted_by_its_twin():
+    """A GPU's calibration (cudnn_batch_norm) predicting the CPU's trace of the same layer (native_batch_norm) by
+    that fit, not the fallback; an op with no twin measured still falls back."""
+    fits = {"cudnn_batch_norm": OpFit((3e-6, 0, 0), ()), "mkldnn_rnn_layer": OpFit((7e-6, 0, 0), ())}
+    model = Calibrated(fits, dict.fromkeys(GROUPS, 1.0), per_op_s=0.0, per_tensor_s=0.0, fixed_s=0.0,
+                       fallback=Roofline(1e9, 1e9, 5e-6))
+    seconds, unknown = model.step_seconds(Step((op("native_batch_norm"), op("_cudnn_rnn"),
+                                                op("native_batch_norm_backward")), tensors=0))
+    assert seconds == pytest.approx(3e-6 + 7e-6 + 5e-6)
+    assert unknown == {"native_batch_norm_backward": 1}
+    assert SAME_WORK["cudnn_batch_norm_backward"] == "native_batch_norm_backward"
 
 
 def test_groups():
