@@ -14,6 +14,7 @@ from testbed.latency.timing import Fastest
 from testbed.latency.trace import Op, Step
 
 FORMAT = "testbed-fidelity-measurements/1"
+HALVES = ("early", "late")   # a case's fastest over the first and the second half of its rounds
 HOST = "host_trace"   # a case measured on a GPU: its step traced on the CPU too (clock_fidelity.HOST_TRACE)
 
 
@@ -46,7 +47,9 @@ def save(path: str, nets, rows: list[dict], steps, machine: dict) -> None:
                          for m in nets],
             "cases": [{"case": r["case"], "own": r["own"], "flops": r["flops"], "trace": _step(m.trace),
                        "measured_s": m.fastest.best["step"]}
-                      | ({HOST: _step(r[HOST])} if HOST in r else {}) for r, m in zip(rows, steps)]}
+                      | ({HOST: _step(r[HOST])} if HOST in r else {})
+                      | {f"{half}_s": m.fastest.best[half] for half in HALVES if half in m.fastest.best}
+                      for r, m in zip(rows, steps)]}
     with gzip.open(path, "wt") as f:
         json.dump(data, f)
 
@@ -74,5 +77,6 @@ def load(path: str) -> tuple[list[Recorded], list[dict], list[Step], dict]:
         fastest.rounds = n["rounds"]
         nets.append(Recorded(n["label"], _unstep(n["trace"]), fastest))
     rows = [{"case": c["case"], "own": c["own"], "flops": c["flops"], "measured_ms": c["measured_s"] * 1e3}
-            | ({HOST: _unstep(c[HOST])} if HOST in c else {}) for c in data["cases"]]
+            | ({HOST: _unstep(c[HOST])} if HOST in c else {})
+            | {f"{half}_ms": c[f"{half}_s"] * 1e3 for half in HALVES if f"{half}_s" in c} for c in data["cases"]]
     return nets, rows, [_unstep(c["trace"]) for c in data["cases"]], data["machine"]

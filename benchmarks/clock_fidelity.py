@@ -13,7 +13,9 @@ of one calibration round over those networks and one round over the cases; both 
 comes last. The cases are never among calibration's networks. With --profile, only the cases' rounds run.
 Errors are |predicted / measured - 1|, raw and after one common scale factor per clock (the geometric mean of
 measured / predicted over the zoo cases: it separates the VM's drift between calibration and measurement from
-the predictor's shape). Each case is printed as it is measured, then the summary; --csv writes the cases.
+the predictor's shape), beside the zoo's measurements against themselves (the fastest of the first half of the
+rounds against the second's: the floor below which a predictor's error cannot be told from the machine's). Each case
+is printed as it is measured, then the summary; --csv writes the cases.
 
     python benchmarks/clock_fidelity.py [--budget 180] [--profile FILE] [--out FILE] [--csv FILE] [--skip NAME ...]
                                         [--device cpu|cuda] [--save FILE.json.gz | --replay FILE.json.gz]
@@ -47,6 +49,7 @@ from testbed.latency.clock import calibration_of
 from testbed.latency.calibration import (FIRST_ROUND, FIT_SHARE, Measurement, fit, machine_record, measure_round,
                                          new_networks, timing_overhead)
 from testbed.latency.networks import Workload
+from testbed.latency.timing import in_round_order
 from testbed.latency.trace import trace_step
 from testbed.models import MODELS
 from testbed.models.summary import REFERENCE_INPUTS
@@ -150,9 +153,11 @@ def alternate(args, steps: list[Measurement]):
         print(f"calibration's first round: {len(nets)} networks in {time.perf_counter() - start:.0f} s", flush=True)
     for r in range(args.rounds):
         if nets:
-            measure_round(nets, overhead)
-        for m in steps:
-            m.fastest.add({"step": m.step_seconds(0.2)})
+            measure_round(in_round_order(nets, r + 1), overhead)
+        half = "early" if r < args.rounds // 2 else "late"   # for the measurements' own reproducibility
+        for m in in_round_order(steps, r + 1):   # timing.py: no case in the same place every round
+            seconds = m.step_seconds(0.2)
+            m.fastest.add({"step": seconds, half: seconds})
         print(f"round {r + 1} of {args.rounds} measured ({time.perf_counter() - start:.0f} s)", flush=True)
     if not nets:
         return nets, model
@@ -169,17 +174,34 @@ def measure_cases(args) -> tuple[list[dict], list, object]:
         return rows, traces, (calibration_of(args.profile) if args.profile else fit(nets, record))
     rows, steps = [], []
     for label, net, example, batch, own in cases(set(args.skip), args.device):
-        flops = 2 * training_flops(forward_flops_per_sample(net, example), batch)
-        rows.append({"case": label, "own": own, "flops": flops})
+        row = {"case": label, "own": own, "flops": 2 * training_flops(forward_flops_per_sample(net, example), batch)}
         if args.device != "cpu":   # the step as a simulation on a CPU-only machine traces it (HOST_TRACE)
-            rows[-1][HOST_TRACE] = trace_step(net, example, batch)
-        steps.append(Measurement(Workload(net, example, batch, label), args.device))
+            row[HOST_TRACE] = trace_step(net, example, batch)
+        try:
+            steps.append(Measurement(Workload(net, example, batch, label), args.device))
+        except (RuntimeError, NotImplementedError) as err:   # as calibration does: named, left out
+            print(f"left out {label}: {str(err).splitlines()[0][:120]}", flush=True)
+            continue
+        rows.append(row)
     nets, model = alternate(args, steps)
     for row, m in zip(rows, steps):
         row["measured_ms"] = m.fastest.best["step"] * 1e3
+        if "early" in m.fastest.best:
+            row["early_ms"], row["late_ms"] = m.fastest.best["early"] * 1e3, m.fastest.best["late"] * 1e3
     if args.save:
         _measured.save(args.save, nets, rows, steps, model.machine or {})
     return rows, [m.trace for m in steps], model
+
+
+def reproducibility(rows: list[dict], zoo: np.ndarray) -> str:
+    """The zoo's measurements against themselves: the fastest of the first half of the rounds against the
+    fastest of the second, after their common factor. What two measurements of one step agree to on this machine
+    is the floor below which no predictor's error can be told from the machine's own."""
+    early = np.array([r["early_ms"] for r in rows])[zoo]
+    late = np.array([r["late_ms"] for r in rows])[zoo]
+    e = errors(early, late, math.exp(float(np.mean(np.log(late / early)))))
+    return (f"measurements  zoo rounds' halves within 10%: {np.mean(e <= 0.10):5.1%}  within 15%: "
+            f"{np.mean(e <= 0.15):5.1%}  within 20%: {np.mean(e <= 0.20):5.1%}  median error {np.median(e):6.1%}")
 
 
 def predict(rows: list[dict], traces: list, model) -> None:
@@ -231,6 +253,8 @@ def main(argv=None) -> int:
     for r in rows:
         r["flop_clock_ms"] = r["flops"] / rate
     print(f"FLOP clock's best single rate: {rate / 1e6:.2f} GFLOP/s (two per multiply-add)")
+    if "early_ms" in rows[0]:
+        print(reproducibility(rows, zoo))
     for label, key in (("latency clock", "latency_ms"), ("host-traced", "latency_host_ms"),
                        ("FLOP clock", "flop_clock_ms")):
         if key in rows[0]:

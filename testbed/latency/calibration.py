@@ -12,7 +12,9 @@ machine measure the same networks in the same order.
 from __future__ import annotations
 
 import datetime
+import itertools
 import statistics
+import sys
 import time
 from collections import defaultdict
 
@@ -21,7 +23,7 @@ import torch
 
 from devices.latency import GROUPS, Calibrated, Roofline, fit_op, relative_nnls
 from testbed.latency.networks import Workload, workloads
-from testbed.latency.timing import Fastest, median_seconds, synced_clock
+from testbed.latency.timing import Fastest, in_round_order, median_seconds, synced_clock
 from testbed.latency.trace import Recorder, _batch, default_optimizer, run_step, trace_step
 
 FIT_SHARE = 0.9          # of the budget spent measuring; the rest is left for the fit and the file
@@ -102,8 +104,9 @@ def measure(budget_s: float, device: str = "cpu", progress=None, seed: int = 0) 
     elapsed = lambda: time.perf_counter() - start   # noqa: E731
     overhead = timing_overhead(device)
     nets = new_networks(FIRST_ROUND * end, device, overhead, progress, seed)
+    rounds = itertools.count(1)
     while elapsed() < end:
-        measure_round(nets, overhead, lambda: elapsed() / end, progress)
+        measure_round(in_round_order(nets, next(rounds)), overhead, lambda: elapsed() / end, progress)
     return nets
 
 
@@ -114,8 +117,13 @@ def new_networks(seconds: float, device: str, overhead: float, progress=None, se
     for work in workloads(seed):
         if time.perf_counter() - start > seconds and len(nets) >= MIN_NETWORKS:
             break
-        nets.append(Measurement(work, device))
-        nets[-1].take(overhead)
+        try:
+            measured = Measurement(work, device)
+            measured.take(overhead)
+        except (RuntimeError, NotImplementedError) as err:   # a layer this device's torch cannot run or trace
+            print(f"calibration: left out {work.label}: {str(err).splitlines()[0][:120]}", file=sys.stderr)
+            continue
+        nets.append(measured)
         _tell(progress, (time.perf_counter() - start) / seconds * FIRST_ROUND, work.label)
     return nets
 

@@ -7,10 +7,17 @@ medians taken at different moments: over 8 rounds, three runs agreed within 5% o
 here is a median of a short burst (median_seconds), repeated in rounds that interleave all the networks being
 measured, and each keeps the fastest of its rounds (Fastest). On a device of its own (a Raspberry Pi, a phone, a
 laptop at rest) the rounds agree and cost only time.
+
+A round visits the networks in its own shuffled order (in_round_order). Here slow phases follow the order: right
+after VGG-16's and ResNet-18's steps the small steps ran 1.3-1.9x slow (back to 1.0x after 3 s idle), and in a
+fidelity run with one fixed order its last 26 cases came out 1.1-1.7x their time in a fresh process in every one of
+its four rounds (2026-11-30). A shuffled order gives a network other neighbours each round, so its fastest round is
+likelier a clean one.
 """
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 
@@ -57,3 +64,10 @@ class Fastest:
         for key, seconds in values.items():
             self.best[key] = min(self.best.get(key, math.inf), seconds)
         self.rounds += 1
+
+
+def in_round_order(items: list, round_number: int) -> list:
+    """The items in round `round_number`'s order: a shuffle seeded by the round, the same on every run."""
+    order = list(items)
+    random.Random(round_number).shuffle(order)
+    return order

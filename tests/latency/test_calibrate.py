@@ -21,6 +21,32 @@ def test_a_short_calibration_writes_a_usable_device_file(tmp_path):
     assert 0 < seconds < 0.1
 
 
+def test_a_network_the_device_cannot_run_is_left_out_and_named(monkeypatch, capsys):
+    """A layer this device's torch cannot run (here: one that raises, as cuDNN's LSTM flattening once did on a
+    GPU) costs that network, not the calibration."""
+    import torch
+    from torch import nn
+
+    import testbed.latency.calibration as calibration
+    from testbed.latency.networks import Workload
+
+    class Broken(nn.Linear):
+        def forward(self, x):
+            raise RuntimeError("no kernel for this layer here\nsecond line")
+
+    def drawn(seed):
+        yield Workload(nn.Linear(4, 2), torch.zeros(1, 4), 8, "fine a")
+        yield Workload(Broken(4, 2), torch.zeros(1, 4), 8, "broken")
+        yield from (Workload(nn.Linear(4, 2), torch.zeros(1, 4), 8, f"fine {i}") for i in range(20))
+
+    monkeypatch.setattr(calibration, "workloads", drawn)
+    nets = calibration.new_networks(1e-9, "cpu", 0.0)
+    assert [m.work.label for m in nets][:3] == ["fine a", "fine 0", "fine 1"]
+    assert len(nets) == calibration.MIN_NETWORKS
+    err = capsys.readouterr().err
+    assert "calibration: left out broken: no kernel for this layer here\n" in err and "second line" not in err
+
+
 def test_the_networks_are_drawn_the_same_way_each_time():
     first = [w.label for w, _ in zip(workloads(0), range(12))]
     again = [w.label for w, _ in zip(workloads(0), range(12))]
