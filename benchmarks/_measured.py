@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
 from dataclasses import dataclass
 
@@ -50,8 +51,9 @@ def save(path: str, nets, rows: list[dict], steps, machine: dict) -> None:
                       | ({HOST: _step(r[HOST])} if HOST in r else {})
                       | {f"{half}_s": m.fastest.best[half] for half in HALVES if half in m.fastest.best}
                       for r, m in zip(rows, steps)]}
-    with gzip.open(path, "wt") as f:
+    with gzip.open(f"{path}.part", "wt") as f:   # then renamed: a run killed mid-write keeps the last round's file
         json.dump(data, f)
+    os.replace(f"{path}.part", path)
 
 
 def _refuse(line: str):

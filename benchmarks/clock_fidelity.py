@@ -142,9 +142,9 @@ def summary(label: str, predicted: np.ndarray, measured: np.ndarray, zoo: np.nda
     return lines
 
 
-def alternate(args, steps: list[Measurement]):
+def alternate(args, steps: list[Measurement], keep):
     """Calibration's rounds and the cases' rounds, alternated (the module's docstring): the calibration's networks
-    (none with --profile) and the fitted clock."""
+    (none with --profile) and the fitted clock. keep(nets) after every round."""
     start, overhead = time.perf_counter(), timing_overhead(args.device)
     if args.profile:
         model, nets = calibration_of(args.profile), []
@@ -159,6 +159,7 @@ def alternate(args, steps: list[Measurement]):
             seconds = m.step_seconds(0.2)
             m.fastest.add({"step": seconds, half: seconds})
         print(f"round {r + 1} of {args.rounds} measured ({time.perf_counter() - start:.0f} s)", flush=True)
+        keep(nets)
     if not nets:
         return nets, model
     return nets, fit(nets, machine_record(args.device, 1, args.budget, nets))
@@ -183,10 +184,15 @@ def measure_cases(args) -> tuple[list[dict], list, object]:
             print(f"left out {label}: {str(err).splitlines()[0][:120]}", flush=True)
             continue
         rows.append(row)
-    nets, model = alternate(args, steps)
+    def keep(nets):   # every round's measurements saved as they come: a run cut short (a GPU's lease) keeps them
+        if args.save:
+            _measured.save(args.save, nets, rows, steps, machine_record(args.device, 1, args.budget, nets) if nets
+                           else {})
+
+    nets, model = alternate(args, steps, keep)
     for row, m in zip(rows, steps):
         row["measured_ms"] = m.fastest.best["step"] * 1e3
-        if "early" in m.fastest.best:
+        if "early" in m.fastest.best and "late" in m.fastest.best:
             row["early_ms"], row["late_ms"] = m.fastest.best["early"] * 1e3, m.fastest.best["late"] * 1e3
     if args.save:
         _measured.save(args.save, nets, rows, steps, model.machine or {})
