@@ -2,15 +2,17 @@
 
 1. Calibrate (testbed calibrate's code, one torch thread), or read --profile FILE.
 2. Time real training steps (trace.py's step: forward, cross-entropy, backward, SGD update; one thread; the fastest
-   of --rounds medians, in rounds over all cases, as testbed/latency/timing.py explains) of every built-in model
-   at widths 1, 0.5 and 0.25 and batch sizes 10 and 32, and of models that calibration never ran (OWN below:
-   depthwise convolutions, an attention block, a wide MLP, a GRU).
+   of --rounds + --case-rounds medians, in rounds over all cases, as testbed/latency/timing.py explains) of every
+   built-in model at widths 1, 0.5 and 0.25 and batch sizes 10 and 32, and of models that calibration never ran
+   (OWN below: depthwise convolutions, an attention block, a wide MLP, a GRU).
 3. Predict each with the latency clock (the calibrated file) and with the FLOP clock at its single best efficiency
    fitted on the same measurements (the geometric mean of measured / counted-FLOPs seconds).
 The VM drifts by 5-15% over minutes (RESULTS.md), so calibration and measurement alternate: calibration's first
 round (new networks, --budget x 0.36 seconds, as `testbed calibrate --budget` spends), then --rounds rounds each
-of one calibration round over those networks and one round over the cases; both keep their fastest, and the fit
-comes last. The cases are never among calibration's networks. With --profile, only the cases' rounds run.
+of one calibration round over those networks and one round over the cases, then --case-rounds rounds of the cases
+alone; both keep their fastest, and the fit comes last. The extra rounds are the cases' (their halves agreed within
+15% for 53% of the zoo with four rounds in all, 77% and 98% with eight: RESULTS.md, 2026-11-30); two keep the run
+under 10 minutes here. The cases are never among calibration's networks. With --profile, only the cases' rounds run.
 Errors are |predicted / measured - 1|, raw and after one common scale factor per clock (the geometric mean of
 measured / predicted over the zoo cases: it separates the VM's drift between calibration and measurement from
 the predictor's shape), beside the zoo's measurements against themselves (the fastest of the first half of the
@@ -18,7 +20,8 @@ rounds against the second's: the floor below which a predictor's error cannot be
 is printed as it is measured, then the summary; --csv writes the cases.
 
     python benchmarks/clock_fidelity.py [--budget 180] [--profile FILE] [--out FILE] [--csv FILE] [--skip NAME ...]
-                                        [--device cpu|cuda] [--save FILE.json.gz | --replay FILE.json.gz]
+                                        [--rounds 4] [--case-rounds 2] [--device cpu|cuda]
+                                        [--save FILE.json.gz | --replay FILE.json.gz]
 
 --device cuda times the steps on the GPU (all cases, SLOW included) and predicts each twice: from its step traced
 on the GPU (the ops a GPU dispatches, cuDNN's say) and from its step traced on the CPU ("host-traced": what
@@ -151,14 +154,15 @@ def alternate(args, steps: list[Measurement], keep):
     else:
         nets = new_networks(FIRST_ROUND * FIT_SHARE * args.budget, args.device, overhead)
         print(f"calibration's first round: {len(nets)} networks in {time.perf_counter() - start:.0f} s", flush=True)
-    for r in range(args.rounds):
-        if nets:
+    rounds = args.rounds + args.case_rounds
+    for r in range(rounds):
+        if nets and r < args.rounds:
             measure_round(in_round_order(nets, r + 1), overhead)
-        half = "early" if r < args.rounds // 2 else "late"   # for the measurements' own reproducibility
+        half = "early" if r < rounds // 2 else "late"   # for the measurements' own reproducibility
         for m in in_round_order(steps, r + 1):   # timing.py: no case in the same place every round
             seconds = m.step_seconds(0.2)
             m.fastest.add({"step": seconds, half: seconds})
-        print(f"round {r + 1} of {args.rounds} measured ({time.perf_counter() - start:.0f} s)", flush=True)
+        print(f"round {r + 1} of {rounds} measured ({time.perf_counter() - start:.0f} s)", flush=True)
         keep(nets)
     if not nets:
         return nets, model
@@ -238,6 +242,7 @@ def main(argv=None) -> int:
     parser.add_argument("--skip", nargs="*", default=[])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="time the steps on the GPU")
     parser.add_argument("--rounds", type=int, default=4, help="rounds of measurement over all cases")
+    parser.add_argument("--case-rounds", type=int, default=2, help="more rounds of the cases alone, after those")
     parser.add_argument("--save", help="write every measurement here (.json.gz), for --replay")
     parser.add_argument("--replay", help="refit and report on a --save file's measurements, measuring nothing")
     args = parser.parse_args(argv)

@@ -19,10 +19,10 @@ export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
 timeout -s KILL $((CAL + 60)) python3 -m testbed calibrate --device "$DEVICE" --budget "$CAL" --quiet \
     --out "$OUT/gpu_profile.yaml" > "$OUT/calibrate.log" 2>&1
 echo "testbed calibrate exit status $?"; tail -5 "$OUT/calibrate.log"
-# the fidelity run: its first round is 0.36 x FID seconds, then 2 rounds of calibration and cases
+# the fidelity run: its first round is 0.36 x FID seconds, then 2 rounds of calibration and cases, 2 of cases alone
 (cd benchmarks && timeout -s KILL $((FID * 2 + 90)) python3 clock_fidelity.py --device "$DEVICE" --budget "$FID" \
-    --rounds 2 --save "$OUT/fidelity.json.gz" > "$OUT/fidelity.log" 2>&1)
-echo "clock_fidelity exit status $?"; grep -E "clock|traced|op names|factor" "$OUT/fidelity.log" | tail -30
+    --rounds 2 --case-rounds 2 --save "$OUT/fidelity.json.gz" > "$OUT/fidelity.log" 2>&1)
+echo "clock_fidelity exit status $?"; grep -E "clock|traced|op names|factor|measurements" "$OUT/fidelity.log" | tail -30
 [ "$GPU_BUDGET" -gt 0 ] || exit 0   # GPU_BUDGET=0: the clock alone
 BUDGET=$GPU_BUDGET LIMIT=$((GPU_BUDGET + 80)) WHEELS=$WHEELS bash benchmarks/gpu_run.sh --workloads w1,wcifar --precision exact,bf16 \
     --rounds 3 --device "$DEVICE" "$@" | tail -40
