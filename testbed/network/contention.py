@@ -50,6 +50,14 @@ class SharedTimeline(Timeline):
     down_profile: Profile = NO_FLOW
     up_profile: Profile = NO_FLOW
 
+    @property
+    def end_s(self) -> float:
+        """The instant its last phase ends, by the additions plan_task makes (each phase's seconds in turn)."""
+        end = self.starts[0]
+        for seconds in self.seconds:
+            end += seconds
+        return end
+
     def spent(self, phase: str, elapsed_s: float, full: bool) -> tuple[int, int]:
         if full or phase == "compute":
             return super().spent(phase, elapsed_s, full)
@@ -145,12 +153,14 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
     up = direction == "up"
     each = [meeting.alone_one(*task.flow[direction], task.tl.up_Bps if up else task.tl.down_Bps, row,
                               task.offline_at, caps) for task, row in zip(flowing, rows)]
-    movers = [(task.flow[direction][0], end, rate, row)
-              for task, (end, _, _, _, rate), row in zip(flowing, each, rows) if rate is not None]
-    if not flows.clear(direction, movers):
-        solved, _ = _solve(topology, direction, flowing, True, apart=True)
-        both = meeting.OnLinks((meeting.of_solved(solved), links), (meeting.NONE, links[:0]),
-                               flows.on(direction, t, links), topology.capacity[direction])
+    moving = [i for i, flow in enumerate(each) if flow[4] is not None]
+    movers = [(flowing[i].flow[direction][0], each[i][0], each[i][4], rows[i]) for i in moving]
+    if not flows.clear(direction, movers):   # movers: clear says yes where there are none
+        start, end, rate, _ = zip(*movers)   # their segments, as meeting.of_solved reads meeting.alone's
+        alone = meeting.Segments(np.array(start, dtype=float), np.array(end, dtype=float),
+                                 np.array(rate, dtype=float), np.array(moving, dtype=np.int64))
+        both = meeting.OnLinks((alone, links), (meeting.NONE, links[:0]), flows.on(direction, t, links),
+                               topology.capacity[direction])
         if both.apart_fails() or both.meeting().any():
             return False
     for task, (end, moved, done, waited, rate) in zip(flowing, each):
@@ -162,11 +172,8 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
 
 def _stands(c: Carried) -> bool:
     """A carried task's earlier solve stands, as far as its own device goes: it arrived there, before its
-    device goes offline (by the additions plan_task makes), so only other transfers could change it."""
-    end = c.timeline.starts[0]
-    for seconds in c.timeline.seconds:
-        end += seconds
-    return end <= c.offline_at
+    device goes offline, so only other transfers could change it."""
+    return c.timeline.end_s <= c.offline_at
 
 
 class _State:
