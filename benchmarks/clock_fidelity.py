@@ -49,8 +49,8 @@ from _measured import HOST as HOST_TRACE   # on a GPU, a case's step traced on t
 from _harness import machine
 from testbed.flops import forward_flops_per_sample, training_flops
 from testbed.latency.clock import calibration_of
-from testbed.latency.calibration import (FIRST_ROUND, FIT_SHARE, Measurement, fit, machine_record, measure_round,
-                                         new_networks, timing_overhead)
+from testbed.latency.calibration import (CANNOT_RUN, FIRST_ROUND, FIT_SHARE, Measurement, fit, left_out,
+                                         machine_record, measure_round, new_networks, timing_overhead)
 from testbed.latency.networks import Workload
 from testbed.latency.timing import in_round_order
 from testbed.latency.trace import trace_step
@@ -184,10 +184,11 @@ def measure_cases(args) -> tuple[list[dict], list, object]:
             row[HOST_TRACE] = trace_step(net, example, batch)
         try:
             steps.append(Measurement(Workload(net, example, batch, label), args.device))
-        except (RuntimeError, NotImplementedError) as err:   # as calibration does: named, left out
-            print(f"left out {label}: {str(err).splitlines()[0][:120]}", flush=True)
+        except CANNOT_RUN as err:   # as calibration does: named, left out
+            print(left_out(label, err), flush=True)
             continue
         rows.append(row)
+
     def keep(nets):   # every round's measurements saved as they come: a run cut short (a GPU's lease) keeps them
         if args.save:
             _measured.save(args.save, nets, rows, steps, machine_record(args.device, 1, args.budget, nets) if nets

@@ -120,12 +120,20 @@ def new_networks(seconds: float, device: str, overhead: float, progress=None, se
         try:
             measured = Measurement(work, device)
             measured.take(overhead)
-        except (RuntimeError, NotImplementedError) as err:   # a layer this device's torch cannot run or trace
-            print(f"calibration: left out {work.label}: {str(err).splitlines()[0][:120]}", file=sys.stderr)
+        except CANNOT_RUN as err:
+            print(f"calibration: {left_out(work.label, err)}", file=sys.stderr)
             continue
         nets.append(measured)
         _tell(progress, (time.perf_counter() - start) / seconds * FIRST_ROUND, work.label)
     return nets
+
+
+CANNOT_RUN = (RuntimeError, NotImplementedError)   # a layer this device's torch cannot run or trace (or no memory)
+
+
+def left_out(label: str, err: Exception) -> str:
+    """The line that names a network left out, and why (the error's first line)."""
+    return f"left out {label}: {str(err).splitlines()[0][:120]}"
 
 
 def measure_round(nets: list[Measurement], overhead: float, done=None, progress=None) -> None:

@@ -90,11 +90,12 @@ class StepClock:
 
     def __init__(self, model: torch.nn.Module, sample: torch.Tensor, optimizer=None, report=None):
         self.model, self.sample, self.optimizer = model, sample[:1], optimizer
-        self._networks: dict[tuple, torch.nn.Module] = {FULL: model}   # on the CPU; a GPU's copies by (device, key)
+        self._networks: dict[tuple, torch.nn.Module] = {FULL: model}
+        self._on_gpu: dict[tuple, torch.nn.Module] = {}   # (key, device) -> a network's copy there
         self._traces: dict[tuple, object] = {}
-        self._traced: dict[tuple, set[int]] = {}   # the batch sizes really traced, per network
+        self._traced: dict[tuple, set[int]] = {}   # the batch sizes really traced, per (network, device)
         self._seconds: dict[tuple, float] = {}
-        self._reported: set[tuple[str, str]] = set()
+        self._reported: set[tuple[str, str]] = set()   # (profile, what) said once
         self._report = report or (lambda line: print(line, file=sys.stderr))
 
     def network_of(self, down) -> tuple:
@@ -112,7 +113,7 @@ class StepClock:
         from them (trace.at_batch: a step's FLOPs, bytes and operand dims are affine in the batch size), or traced
         where the two do not dispatch the same ops; a batch of one is always traced (a tensor with a dimension of
         1 is contiguous either way, so some copies are not made: char_lstm dispatches other ops there)."""
-        traced = (key, device) if device != "cpu" else key
+        traced = (key, device)
         if (traced, batch_size) not in self._traces:
             known = sorted(b for b in self._traced.get(traced, ()) if b > 1)
             step = at_batch(self._traces[traced, known[0]], known[0], self._traces[traced, known[-1]], known[-1],
@@ -126,9 +127,9 @@ class StepClock:
     def _network_on(self, key: tuple, device: str) -> torch.nn.Module:
         if device == "cpu":
             return self._networks[key]
-        if (device, key) not in self._networks:
-            self._networks[device, key] = copy.deepcopy(self._networks[key]).to(device)
-        return self._networks[device, key]
+        if (key, device) not in self._on_gpu:
+            self._on_gpu[key, device] = copy.deepcopy(self._networks[key]).to(device)
+        return self._on_gpu[key, device]
 
     def device_of(self, profile: DeviceProfile) -> str:
         """Where the profile's steps are traced (module docstring): its calibration's GPU where this host has one."""
@@ -137,10 +138,9 @@ class StepClock:
             return "cpu"
         if torch.cuda.is_available():
             return "cuda"
-        if (profile.name, "") not in self._reported:
-            self._reported.add((profile.name, ""))
-            self._report(f"latency clock: {profile.name} was calibrated on a GPU ({machine.get('processor', '?')}) "
-                         "and this host has none; its steps are traced on the CPU (docs/latency.md)")
+        self._once(profile, "no GPU", f"latency clock: {profile.name} was calibrated on a GPU "
+                   f"({machine.get('processor', '?')}) and this host has none; its steps are traced on the CPU "
+                   "(docs/latency.md)")
         return "cpu"
 
     def step_seconds(self, profile: DeviceProfile, batch_size: int, key: tuple = FULL) -> float:
@@ -158,13 +158,16 @@ class StepClock:
         return math.fsum(count * self.step_seconds(profile, b, key) for b, count in sorted(Counter(batch_sizes).items()))
 
     def _tell(self, profile: DeviceProfile, op: str, count: int) -> None:
-        if (profile.name, op) in self._reported:
-            return
-        self._reported.add((profile.name, op))
         fallback = profile.latency.fallback
-        self._report(f"latency clock: aten.{op} ({count} a step) was never measured in {profile.name}'s calibration; "
-                     f"charged by its roofline ({fallback.flops_per_s / 1e9:.3g} GFLOP/s, "
-                     f"{fallback.memory_Bps / 1e9:.3g} GB/s, {fallback.call_overhead_s * 1e6:.3g} us a call)")
+        self._once(profile, op, f"latency clock: aten.{op} ({count} a step) was never measured in {profile.name}'s "
+                   f"calibration; charged by its roofline ({fallback.flops_per_s / 1e9:.3g} GFLOP/s, "
+                   f"{fallback.memory_Bps / 1e9:.3g} GB/s, {fallback.call_overhead_s * 1e6:.3g} us a call)")
+
+    def _once(self, profile: DeviceProfile, what: str, line: str) -> None:
+        """Report `line` the first time `what` is said of this profile."""
+        if (profile.name, what) not in self._reported:
+            self._reported.add((profile.name, what))
+            self._report(line)
 
 
 class FleetLatency:

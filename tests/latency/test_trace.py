@@ -70,4 +70,4 @@ def test_a_batch_of_one_is_traced_not_interpolated():
     clock.trace(FULL, 2), clock.trace(FULL, 32)
     assert clock.trace(FULL, 1) == trace_step(model, example, 1)   # its own ops: a copy fewer than at 2 or 32
     assert clock.trace(FULL, 7) == trace_step(model, example, 7)
-    assert clock._traced[FULL] == {1, 2, 32}
+    assert clock._traced[FULL, "cpu"] == {1, 2, 32}
