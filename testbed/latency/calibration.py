@@ -133,7 +133,7 @@ CANNOT_RUN = (RuntimeError, NotImplementedError)   # a layer this device's torch
 
 def left_out(label: str, err: Exception) -> str:
     """The line that names a network left out, and why (the error's first line)."""
-    return f"left out {label}: {str(err).splitlines()[0][:120]}"
+    return f"left out {label}: {str(err).splitlines()[0][:60]}"   # within 100 columns with its label
 
 
 def measure_round(nets: list[Measurement], overhead: float, done=None, progress=None) -> None:

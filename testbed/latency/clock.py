@@ -138,9 +138,8 @@ class StepClock:
             return "cpu"
         if torch.cuda.is_available():
             return "cuda"
-        self._once(profile, "no GPU", f"latency clock: {profile.name} was calibrated on a GPU "
-                   f"({machine.get('processor', '?')}) and this host has none; its steps are traced on the CPU "
-                   "(docs/latency.md)")
+        self._once(profile, "no GPU", f"latency clock: {profile.name}: a GPU calibration; no GPU here, steps "
+                   "traced on the CPU")   # docs/latency.md says what that charges
         return "cpu"
 
     def step_seconds(self, profile: DeviceProfile, batch_size: int, key: tuple = FULL) -> float:
