@@ -14,7 +14,7 @@ from testbed.latency.calibration import op_samples
 from testbed.latency.timing import Fastest
 from testbed.latency.trace import Op, Step
 
-FORMAT = "testbed-fidelity-measurements/1"
+FORMAT = "testbed-fidelity-measurements/2"   # /2: each step's module calls
 HALVES = ("early", "late")   # a case's fastest over the first and the second half of its rounds
 HOST = "host_trace"   # a case measured on a GPU: its step traced on the CPU too (clock_fidelity.HOST_TRACE)
 
@@ -32,12 +32,13 @@ class Recorded:
 
 
 def _step(step: Step) -> dict:
-    return {"tensors": step.tensors, "ops": [[op.name, op.flops, op.nbytes, list(op.shapes)] for op in step.ops]}
+    return {"tensors": step.tensors, "modules": step.modules,
+            "ops": [[op.name, op.flops, op.nbytes, list(op.shapes)] for op in step.ops]}
 
 
 def _unstep(data: dict) -> Step:
     return Step(tuple(Op(name, flops, nbytes, tuple(shapes)) for name, flops, nbytes, shapes in data["ops"]),
-                data["tensors"])
+                data["tensors"], data["modules"])
 
 
 def save(path: str, nets, rows: list[dict], steps, machine: dict) -> None:

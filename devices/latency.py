@@ -10,13 +10,16 @@ Calibrated (nn-Meter's shape: a predictor per kind, fitted on measured samples; 
     t_op        = base(op) * exp(weighted mean of log(measured / base) over the op's K_NEAREST calibrated samples,
                   nearest in trace.Op.features(), weights 1 / (distance + DISTANCE_FLOOR))
     t_step      = sum over groups g of scale_g * (sum of t_op over the step's ops in g) + per_op_s * (ops)
-                  + per_tensor_s * (parameter tensors) + fixed_s
+                  + per_tensor_s * (parameter tensors) + per_module_s * (module calls) + fixed_s
 The kNN factor carries what the roofline cannot (a convolution's efficiency at 1 input channel against 64); far
 from every sample it is the mean ratio of the nearest ones, never an extrapolated trend. The step terms carry what
 timing ops one by one misses, fitted on whole steps of the calibration's networks: an op replayed alone finds its
 operands in cache, inside a step it often does not (scale_g, per group of ops: GROUPS, group_of), and the autograd
 engine and Python run between ops (per_op_s), over the parameter tensors (per_tensor_s: the functional call and the
-optimizer's loop) and around the step (fixed_s).
+optimizer's loop), in each module the forward calls (per_module_s: nn.Module's call and the layer's Python around
+its ops; without it a logistic regression's 2 modules were charged the fixed cost of calibration's networks of 4 to
+15, 1.2x) and around the step (fixed_s). A file of format testbed-latency/1 was fitted without per_module_s: it
+reads as 0, its predictions as they were.
 An op name the calibration never measured is charged by its twin's predictor where the calibration measured that
 (SAME_WORK: the same layer's op under another device's name), else by the calibrated `fallback` roofline, and named
 in `unknown` (the clock reports each once).
@@ -67,6 +70,7 @@ class Step(Protocol):
 
     ops: tuple
     tensors: int
+    modules: int
 
 
 # One layer's work under a CPU's and a GPU's op names, with the same first two operands (trace.Op's features): a
@@ -132,6 +136,7 @@ class Calibrated:
     fixed_s: float
     fallback: Roofline
     machine: dict | None = None   # what was measured, and when (calibration.py's record)
+    per_module_s: float = 0.0     # a testbed-latency/1 file's (fitted before the term)
 
     def __hash__(self):   # a profile holding it stays hashable; two calibrations are rarely compared
         return id(self)
@@ -159,7 +164,8 @@ class Calibrated:
                 unknown[op.name] = unknown.get(op.name, 0) + 1
         groups = self.group_seconds(step.ops)
         in_step = math.fsum(self.scale[g] * groups[g] for g in GROUPS)
-        return in_step + self.per_op_s * len(step.ops) + self.per_tensor_s * step.tensors + self.fixed_s, unknown
+        return (in_step + self.per_op_s * len(step.ops) + self.per_tensor_s * step.tensors
+                + self.per_module_s * step.modules + self.fixed_s), unknown
 
 
 def relative_nnls(rows: np.ndarray, seconds: np.ndarray) -> list[float]:
@@ -195,8 +201,9 @@ def fit_op(ops: list, seconds: list[float], most: int) -> OpFit:
 
 
 # ---- the `latency:` mapping of a device file (devices/catalog_file.py) ----------------------------------------
-FORMAT = "testbed-latency/1"
-STEP_TERMS = ("per_op_s", "per_tensor_s", "fixed_s")
+FORMAT = "testbed-latency/2"
+STEP_TERMS = ("per_op_s", "per_tensor_s", "per_module_s", "fixed_s")
+OLDER = {"testbed-latency/1": ("per_module_s",)}   # a format this one reads, and the step terms it lacks (0 there)
 ROOFLINE_TERMS = ("flops_per_s", "memory_Bps", "call_overhead_s")
 
 
@@ -248,13 +255,16 @@ def calibration_from_dict(where: str, data) -> Calibrated:
     where = f"{where}: latency"
     if not isinstance(data, dict):
         raise ValueError(f"{where}: a mapping written by testbed calibrate (format: {FORMAT})")
-    if data.get("format") != FORMAT:
-        raise ValueError(f"{where}.format: {data.get('format')!r} is not {FORMAT!r}, the format this testbed "
-                         "reads; re-run testbed calibrate on the device")
+    format_ = data.get("format")
+    if format_ != FORMAT and format_ not in OLDER:
+        raise ValueError(f"{where}.format: {format_!r} is not {FORMAT!r} (or {', '.join(map(repr, OLDER))}), the "
+                         "formats this testbed reads; re-run testbed calibrate on the device")
     unknown = sorted(set(data) - {"format", "machine", "step", "fallback", "ops"})
     if unknown:
         raise ValueError(f"{where}.{unknown[0]}: unknown key; a calibration has format, machine, step, fallback, ops")
-    step = _terms(f"{where}.step", data.get("step"), STEP_TERMS)
+    lacks = OLDER.get(format_, ())
+    step = _terms(f"{where}.step", data.get("step"), tuple(t for t in STEP_TERMS if t not in lacks))
+    step |= dict.fromkeys(lacks, 0.0)
     step["scale"] = _terms(f"{where}.step.scale", (data.get("step") or {}).get("scale"), GROUPS)
     fallback = Roofline(**_terms(f"{where}.fallback", data.get("fallback"), ROOFLINE_TERMS,
                                  positive=("flops_per_s", "memory_Bps")))

@@ -179,11 +179,12 @@ def fit(nets: list[Measurement], machine: dict) -> Calibrated:
     rows, measured = [], []
     for trace, seconds in steps:
         groups = partial.group_seconds(trace.ops)
-        rows.append([groups[g] for g in GROUPS] + [len(trace.ops), trace.tensors, 1.0])
+        rows.append([groups[g] for g in GROUPS] + [len(trace.ops), trace.tensors, trace.modules, 1.0])
         measured.append(seconds)
     coef = relative_nnls(np.array(rows), np.array(measured))
     scale = {g: (c if c > 0 else 1.0) for g, c in zip(GROUPS, coef)}   # a group no network ran: as measured alone
-    return Calibrated(fits, scale, *coef[-3:], partial.fallback, machine)
+    per_op, per_tensor, per_module, fixed = coef[len(GROUPS):]
+    return Calibrated(fits, scale, per_op, per_tensor, fixed, partial.fallback, machine, per_module)
 
 
 def machine_record(device: str, threads: int, budget_s: float, nets: list[Measurement]) -> dict:

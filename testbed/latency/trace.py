@@ -10,6 +10,7 @@ reads and writes, and its first two tensor inputs' shapes (a convolution's input
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from dataclasses import dataclass
@@ -41,11 +42,13 @@ class Op:
 
 @dataclass(frozen=True)
 class Step:
-    """One training step as the clock sees it: its ops, and the parameter tensors it updates (the functional call
-    and the optimizer walk them in Python, a cost beside the ops')."""
+    """One training step as the clock sees it: its ops, the parameter tensors it updates (the functional call
+    and the optimizer walk them in Python, a cost beside the ops'), and its forward's module calls (each runs
+    Python around its ops: nn.Module's call, the layer's own forward)."""
 
     ops: tuple[Op, ...]
     tensors: int
+    modules: int = 0
 
 
 def at_batch(a: Step, batch_a: int, b: Step, batch_b: int, batch_size: int) -> Step | None:
@@ -66,7 +69,7 @@ def at_batch(a: Step, batch_a: int, b: Step, batch_b: int, batch_size: int) -> S
         if any(v is None for v in values):
             return None
         ops.append(Op(x.name, values[0], values[1], tuple(values[2:])))
-    return Step(tuple(ops), a.tensors)
+    return Step(tuple(ops), a.tensors, a.modules)
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -177,6 +180,19 @@ def trace_step(model: torch.nn.Module, sample: torch.Tensor, batch_size: int, op
             x = mode.from_tensor(_batch(sample, batch_size).to(device))
             state = optimizer.init({n: p.detach() for n, p in params.items()})
             recorder = Recorder()
-            with recorder:
+            with recorder, _module_calls(model) as calls:
                 run_step(model, params, buffers, x, optimizer, state)
-    return Step(tuple(recorder.ops), len(params))
+    return Step(tuple(recorder.ops), len(params), len(calls))
+
+
+@contextlib.contextmanager
+def _module_calls(model: torch.nn.Module):
+    """The modules of `model` called inside the block, one entry a call (a module called twice, twice)."""
+    calls: list[torch.nn.Module] = []
+    handles = [module.register_forward_pre_hook(lambda called, args: calls.append(called))
+               for module in model.modules()]
+    try:
+        yield calls
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -65,3 +65,31 @@ def test_bad_flags_are_one_line(tmp_path, capsys, flags, message):
     args = ["calibrate", "--out", str(tmp_path / "x.yaml"), *flags]
     assert main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_step_terms_are_recovered_from_exact_steps():
+    """Networks whose steps take exactly their ops' times plus known step terms (per op, parameter tensor, module
+    call, and fixed): fit() finds those terms, and predicts a network it did not see."""
+    from types import SimpleNamespace
+
+    from testbed.latency.calibration import fit
+    from testbed.latency.trace import Op, Step
+
+    per_op, per_tensor, per_module, fixed = 1e-6, 4e-6, 2e-5, 9e-5
+
+    def op_time(op):
+        return 3e-6 + 2e-10 * op.nbytes
+
+    def network(i):
+        ops = tuple(Op("add", 0, 1000 * (1 + (i * k) % 7), (1,) * 8) for k in range(3 + i % 5))
+        step = Step(ops, tensors=1 + i % 3, modules=2 + (i * 3) % 11)
+        seconds = (sum(map(op_time, ops)) + per_op * len(ops) + per_tensor * step.tensors
+                   + per_module * step.modules + fixed)
+        return SimpleNamespace(trace=step, fastest=SimpleNamespace(best={"step": seconds}),
+                               samples=lambda: [(o, op_time(o)) for o in ops])
+
+    model = fit([network(i) for i in range(40)], {})
+    assert (model.per_op_s, model.per_tensor_s, model.per_module_s, model.fixed_s) == pytest.approx(
+        (per_op, per_tensor, per_module, fixed), rel=1e-6)
+    unseen = network(41)
+    assert model.step_seconds(unseen.trace)[0] == pytest.approx(unseen.fastest.best["step"], rel=1e-9)

@@ -15,7 +15,8 @@ MACHINE = {"processor": "test cpu", "device": "cpu", "threads": 1, "torch": "2.x
 def calibration() -> Calibrated:
     fits = {"convolution": OpFit((1e-5, 1e-11, 1e-10), (((1.0,) * 10, 0.1), ((2.0,) * 10, -0.2))),
             "add": OpFit((2e-6, 0.0, 3e-11), ())}
-    return Calibrated(fits, dict.fromkeys(GROUPS, 1.1), 1e-6, 2e-6, 5e-5, Roofline(1e11, 2e10, 2e-6), MACHINE)
+    return Calibrated(fits, dict.fromkeys(GROUPS, 1.1), 1e-6, 2e-6, 5e-5, Roofline(1e11, 2e10, 2e-6), MACHINE,
+                      per_module_s=7e-6)
 
 
 def test_written_and_read_back(tmp_path):
@@ -25,7 +26,7 @@ def test_written_and_read_back(tmp_path):
     assert profile.memory_Bps == 2e10 and profile.call_overhead_s == 2e-6
     back = profile.latency
     assert back.ops == calibration().ops and back.scale == calibration().scale
-    assert (back.per_op_s, back.per_tensor_s, back.fixed_s) == (1e-6, 2e-6, 5e-5)
+    assert (back.per_op_s, back.per_tensor_s, back.per_module_s, back.fixed_s) == (1e-6, 2e-6, 7e-6, 5e-5)
     assert back.fallback == calibration().fallback and back.machine["processor"] == "test cpu"
     assert "measured by testbed calibrate on test cpu" in profile.source
     assert "assumed: testbed calibrate measures compute only" in profile.source   # its links
@@ -55,7 +56,23 @@ def test_a_negative_coefficient(tmp_path):
 
 def test_another_versions_format(tmp_path):
     message = _file(tmp_path, lambda e: e["latency"].__setitem__("format", "testbed-latency/0"))
-    assert "latency.format: 'testbed-latency/0' is not 'testbed-latency/1'" in message
+    assert "latency.format: 'testbed-latency/0' is not 'testbed-latency/2' (or 'testbed-latency/1')" in message
+
+
+def test_a_missing_module_term(tmp_path):
+    message = _file(tmp_path, lambda e: e["latency"]["step"].pop("per_module_s"))
+    assert "latency.step.per_module_s: required" in message
+
+
+def test_the_older_format_reads_without_the_module_term(tmp_path):
+    """A testbed-latency/1 file (fitted before per_module_s) reads with the term at 0 and its own terms as written:
+    the committed docs/latency/dev_vm.yaml predicts what it did."""
+    entry = yaml.safe_load(write_device_file(tmp_path / "dev.yaml", calibration(), "my_board").read_text())[0]
+    entry["latency"]["format"] = "testbed-latency/1"
+    del entry["latency"]["step"]["per_module_s"]
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump([entry]))
+    back = load_device_catalog(tmp_path / "old.yaml").profiles["my_board"].latency
+    assert (back.per_op_s, back.per_tensor_s, back.per_module_s, back.fixed_s) == (1e-6, 2e-6, 0.0, 5e-5)
 
 
 def test_a_missing_group_scale(tmp_path):
@@ -70,4 +87,4 @@ def test_a_roofline_figure_without_its_source(tmp_path):
 
 def test_a_dict_round_trip_is_exact():
     data = calibration_to_dict(calibration())
-    assert copy.deepcopy(data) == data and data["format"] == "testbed-latency/1"
+    assert copy.deepcopy(data) == data and data["format"] == "testbed-latency/2"

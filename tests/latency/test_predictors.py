@@ -50,11 +50,12 @@ def test_a_calibrated_step_sums_its_groups_ops_and_its_fixed_terms():
     fits = {"convolution": OpFit((1e-3, 0, 0), ()), "add": OpFit((1e-6, 0, 0), ())}
     scale = dict.fromkeys(GROUPS, 1.0) | {"conv": 1.5, "small": 2.0}
     model = Calibrated(fits, scale, per_op_s=1e-6, per_tensor_s=1e-5, fixed_s=1e-4,
-                       fallback=Roofline(1e9, 1e9, 5e-6))
+                       fallback=Roofline(1e9, 1e9, 5e-6), per_module_s=2e-5)
     ops = (op("convolution"), op("add"), op("add"), op("mystery", flops=10**6))
-    seconds, unknown = model.step_seconds(Step(ops, tensors=3))
-    # conv 1.5 x 1 ms; adds 2 x 2 us; mystery by the fallback: 5 us + 1e6 / 1e9 s, "small" group x 2
-    expected = 1.5e-3 + 2 * 2e-6 + 2 * (5e-6 + 1e-3) + 4 * 1e-6 + 3 * 1e-5 + 1e-4
+    seconds, unknown = model.step_seconds(Step(ops, tensors=3, modules=4))
+    # conv 1.5 x 1 ms; adds 2 x 2 us; mystery by the fallback: 5 us + 1e6 / 1e9 s, "small" group x 2;
+    # 4 ops x 1 us, 3 tensors x 10 us, 4 module calls x 20 us, 100 us
+    expected = 1.5e-3 + 2 * 2e-6 + 2 * (5e-6 + 1e-3) + 4 * 1e-6 + 3 * 1e-5 + 4 * 2e-5 + 1e-4
     assert seconds == pytest.approx(expected)
     assert unknown == {"mystery": 1}
 

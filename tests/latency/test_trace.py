@@ -23,6 +23,14 @@ def test_a_linear_layers_step_by_hand():
         assert torch.equal(p, before[n])
 
 
+def test_the_forwards_module_calls_are_counted_and_the_hooks_removed():
+    shared = nn.Linear(4, 4)
+    model = nn.Sequential(nn.Flatten(), shared, nn.ReLU(), shared)   # the container, 3 children, one called twice
+    assert trace_step(model, torch.zeros(1, 4), batch_size=8).modules == 5
+    assert all(not m._forward_pre_hooks for m in model.modules())
+    assert trace_step(nn.Linear(6, 3), torch.zeros(1, 6), batch_size=4).modules == 1
+
+
 def test_a_recurrent_layer_counts_its_gate_matmuls():
     model = nn.Sequential(nn.Embedding(20, 8), nn.LSTM(8, 16, batch_first=True))
 
