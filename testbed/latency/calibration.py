@@ -186,7 +186,7 @@ def fit(nets: list[Measurement], machine: dict) -> Calibrated:
     coef = relative_nnls(np.array(rows), np.array(measured))
     scale = {g: (c if c > 0 else 1.0) for g, c in zip(GROUPS, coef)}   # a group no network ran: as measured alone
     per_op, per_tensor, per_module, fixed = coef[len(GROUPS):]
-    return Calibrated(fits, scale, per_op, per_tensor, fixed, partial.fallback, machine, per_module)
+    return Calibrated(fits, scale, per_op, per_tensor, fixed, partial.fallback, machine, per_module_s=per_module)
 
 
 def machine_record(device: str, threads: int, budget_s: float, nets: list[Measurement]) -> dict:

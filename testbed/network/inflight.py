@@ -103,8 +103,9 @@ class InFlightLinks:
             self.rows[direction] = self.rows[direction].then(
                 Rows(*(column[row] for column in segments[:3]), links[row, place], serials[segments.flow][row]))
         for d, tl, until, serial in zip(devices, timelines, offline_at, serials.tolist()):
-            self.held[d] = Held(tl, tl.end_s, until, serial)
-            if tl.end_s > until:
+            end = tl.end_s   # a loop over its phases: once
+            self.held[d] = Held(tl, end, until, serial)
+            if end > until:
                 self.unsteady.add(d)
 
     def record(self, carried: dict, timelines: list, offline_at: list[float], new: list[int]) -> None:
