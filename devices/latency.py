@@ -82,6 +82,9 @@ _TWINS = (("native_batch_norm", "cudnn_batch_norm"), ("native_batch_norm_backwar
           ("_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_efficient_attention_backward"))
 SAME_WORK = {a: b for a, b in _TWINS} | {b: a for a, b in _TWINS}
 
+# a grouped (depthwise) convolution's op names end with this (trace.py): another kernel, at another rate
+GROUPED = "_grouped"
+
 K_NEAREST = 4
 DISTANCE_FLOOR = 0.25
 
@@ -142,8 +145,12 @@ class Calibrated:
         return id(self)
 
     def fit_of(self, name: str) -> OpFit | None:
-        """The op name's predictor, or its twin's (SAME_WORK); None where neither was measured."""
-        return self.ops.get(name) or self.ops.get(SAME_WORK.get(name, ""))
+        """The op name's predictor, or its twin's (SAME_WORK), or for a grouped convolution the dense one's (a
+        calibration that measured none, as files written before grouped names were); None where none was."""
+        fit = self.ops.get(name) or self.ops.get(SAME_WORK.get(name, ""))
+        if fit is None and name.endswith(GROUPED):
+            return self.fit_of(name.removesuffix(GROUPED))
+        return fit
 
     def op_seconds(self, op: Op) -> float:
         fit = self.fit_of(op.name)

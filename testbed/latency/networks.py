@@ -1,7 +1,7 @@
 """The networks a calibration trains: one layer each, followed by a flatten and a linear classifier.
 
 Two sources, taken in turn (the second: one layer, a small 2-D CNN, an MLP or recurrent net, a 1-D CNN, a tiny
-chain of linear layers whose step is its fixed costs):
+chain of linear layers whose step is its fixed costs, a MobileNet-style CNN of depthwise separable blocks):
 - the zoo's own layers: every leaf layer of every built-in model at its reference input, at widths 1, 0.5 and 0.25
   (the submodel methods' shrunk networks), with the input shape it sees there;
 - sampled layers, for the models calibration never saw: convolutions (1-D, 2-D, grouped, depthwise) of sampled
@@ -219,16 +219,40 @@ def _fitted_batch(model: nn.Module, sample: torch.Tensor, rng: np.random.Generat
     return batch
 
 
+def _separable_stack(rng: np.random.Generator) -> tuple[nn.Module, torch.Tensor, str]:
+    """A MobileNet-style CNN, the edge's own (MobileNet, Howard et al. 2017; MobileNetV2's inverted residual
+    blocks, Sandler et al. 2018, without the skip): a stem convolution, then 1-4 blocks of a 1x1 expansion (not
+    always), a depthwise k x k convolution, a 1x1 projection, each with batch norm, ReLU6 after all but a
+    projection that follows an expansion."""
+    pick = lambda options: options[int(rng.integers(len(options)))]   # noqa: E731
+    side, channels = pick([16, 28, 32]), pick([8, 16, 24, 32])
+    sample = torch.randn(1, 3, side, side)
+    stride = pick([1, 2])
+    layers: list[nn.Module] = [nn.Conv2d(3, channels, 3, stride, 1), nn.BatchNorm2d(channels), nn.ReLU6()]
+    side = (side + 1) // stride
+    for _ in range(int(rng.integers(1, 5))):
+        hidden = channels * pick([1, 1, 4, 6])
+        if hidden != channels:
+            layers += [nn.Conv2d(channels, hidden, 1), nn.BatchNorm2d(hidden), nn.ReLU6()]
+        k, stride = pick([3, 3, 5]), pick([1, 1, 2]) if side >= 8 else 1
+        layers += [nn.Conv2d(hidden, hidden, k, stride, k // 2, groups=hidden), nn.BatchNorm2d(hidden), nn.ReLU6()]
+        out = pick([8, 16, 24, 32, 48, 64, 96, 128])
+        layers += [nn.Conv2d(hidden, out, 1), nn.BatchNorm2d(out)] + ([nn.ReLU6()] if hidden == channels else [])
+        channels, side = out, (side + 1) // stride
+    return nn.Sequential(*layers), sample, f"separable x{len(layers)}"
+
+
 def _sampled(rng: np.random.Generator, i: int) -> tuple[nn.Module, torch.Tensor, str, bool]:
     """Sampled networks in turn: a layer (deep in a model three times in four), a 2-D CNN, a dense or recurrent
-    net, a 1-D CNN, a tiny chain (each the whole model: its first layer reads the input)."""
-    kind = i % 5
+    net, a 1-D CNN, a tiny chain, a MobileNet-style CNN (each the whole model: its first layer reads the input)."""
+    kind = i % 6
     if kind == 0:
         layer, sample, label = _sampled_layer(rng)
         deep = bool(rng.random() < 0.75)
         return layer, sample, label + ("" if deep else " first"), deep
-    return (*(_conv_stack(rng, 2) if kind == 1 else _dense_stack(rng) if kind == 2 else _conv_stack(rng, 1)
-              if kind == 3 else _tiny_chain(rng)), False)
+    stacks = (None, lambda: _conv_stack(rng, 2), lambda: _dense_stack(rng), lambda: _conv_stack(rng, 1),
+              lambda: _tiny_chain(rng), lambda: _separable_stack(rng))
+    return (*stacks[kind](), False)
 
 
 def workloads(seed: int = 0) -> Iterator[Workload]:

@@ -23,6 +23,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from devices.latency import GROUPED
+
 SHAPE_DIMS = 4   # each of the two operand shapes is kept as this many dims (leading ones, padded with 1)
 
 
@@ -89,14 +91,40 @@ def _recurrent_flops(args) -> int:
     return 2 * steps_x_batch * sum(t.numel() for t in weights)
 
 
+def _conv_backward_flops(formula, args, kwargs, out) -> int:
+    """torch's count of a convolution's backward, its weight gradient's part divided by the groups: torch counts
+    that part as if the convolution were dense (every output channel against every input channel), so a depthwise
+    layer of C channels was charged C times its weight gradient's work. Arguments: grad_output, input, weight,
+    bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask."""
+    total = int(formula(*args, **kwargs, out_val=out))
+    groups, mask = args[9], args[10]
+    if groups == 1 or not mask[1]:
+        return total
+    weight = int(formula(*args[:10], [False, True, False], out_val=out))
+    return total - weight + weight // groups
+
+
 def _flops(packet, args, kwargs, out) -> int:
     formula = flop_registry.get(packet)
+    if formula is not None and packet is torch.ops.aten.convolution_backward:
+        return _conv_backward_flops(formula, args, kwargs, out)
     if formula is not None:
         return int(formula(*args, **kwargs, out_val=out))
     name = packet.__name__
     if "rnn" in name or "lstm" in name or "gru" in name:
         return _recurrent_flops(args) * (2 if "backward" in name else 1)
     return 0
+
+
+_GROUPS_ARG = {torch.ops.aten.convolution: 8, torch.ops.aten.convolution_backward: 9}
+
+
+def _name(packet, args) -> str:
+    """The op's name: its overload packet's, a grouped convolution's with GROUPED (another kernel, at another
+    rate: a depthwise layer runs a fraction of a dense one's FLOP/s)."""
+    place = _GROUPS_ARG.get(packet)
+    grouped = place is not None and len(args) > place and args[place] != 1
+    return packet.__name__ + (GROUPED if grouped else "")
 
 
 def op_of(func, args, kwargs, out) -> Op:
@@ -110,7 +138,7 @@ def op_of(func, args, kwargs, out) -> Op:
     for t in (tensors + [torch.empty(0)] * 2)[:2]:
         dims = tuple(t.shape)[:SHAPE_DIMS]
         shapes += dims + (1,) * (SHAPE_DIMS - len(dims))
-    return Op(packet.__name__, _flops(packet, args, kwargs or {}, out), nbytes, shapes)
+    return Op(_name(packet, args), _flops(packet, args, kwargs or {}, out), nbytes, shapes)
 
 
 class Recorder(TorchDispatchMode):

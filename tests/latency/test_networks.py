@@ -41,3 +41,11 @@ def test_tiny_chains_vary_the_tensors_apart_from_the_work():
     assert len(tiny) >= 10
     tensors = {len(list(w.model.parameters())) for w in tiny}
     assert len(tensors) >= 6 and any("no bias" in w.label for w in tiny)
+
+
+def test_mobilenet_style_networks_train_depthwise_blocks():
+    separable = [w for w in itertools.islice(workloads(0), 240) if w.label.startswith("separable")]
+    assert len(separable) >= 10
+    for w in separable[:3]:
+        names = {op.name for op in trace_step(w.model, w.sample, w.batch_size).ops}
+        assert {"convolution_grouped", "convolution_backward_grouped", "hardtanh"} <= names

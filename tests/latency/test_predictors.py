@@ -73,6 +73,20 @@ def test_an_op_under_another_devices_name_is_predicted_by_its_twin():
     assert SAME_WORK["cudnn_batch_norm_backward"] == "native_batch_norm_backward"
 
 
+def test_a_grouped_convolution_is_its_own_op_and_else_the_dense_ones():
+    """A calibration with grouped convolutions' own fit predicts them by it; one without (a file written before
+    they had their own names) by the dense convolution's, never the fallback."""
+    fallback = Roofline(1e9, 1e9, 5e-6)
+    dense, grouped = OpFit((3e-6, 0, 0), ()), OpFit((7e-6, 0, 0), ())
+    both = Calibrated({"convolution": dense, "convolution_grouped": grouped}, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0,
+                      0.0, fallback)
+    older = Calibrated({"convolution": dense}, dict.fromkeys(GROUPS, 1.0), 0.0, 0.0, 0.0, fallback)
+    step = Step((op("convolution"), op("convolution_grouped")), tensors=0)
+    assert both.step_seconds(step) == (pytest.approx(3e-6 + 7e-6), {})
+    assert older.step_seconds(step) == (pytest.approx(3e-6 + 3e-6), {})
+    assert group_of(op("convolution_backward_grouped")) == "conv"
+
+
 def test_groups():
     assert group_of(op("convolution_backward")) == "conv"
     assert group_of(op("addmm")) == "matmul"

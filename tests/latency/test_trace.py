@@ -31,6 +31,18 @@ def test_the_forwards_module_calls_are_counted_and_the_hooks_removed():
     assert trace_step(nn.Linear(6, 3), torch.zeros(1, 6), batch_size=4).modules == 1
 
 
+def test_a_depthwise_convolution_is_named_apart_and_its_weight_gradient_counted_once():
+    """torch's formula counts a grouped convolution's weight gradient as if dense (groups times its work)."""
+    conv = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+    model = nn.Sequential(nn.Conv2d(16, 16, 1), conv, nn.Flatten(), nn.Linear(16 * 8 * 8, 10))
+    ops = {op.name: op for op in trace_step(model, torch.zeros(1, 16, 8, 8), batch_size=4).ops}
+    # each output entry of the depthwise layer (4 x 16 x 8 x 8) is 9 multiply-adds, two FLOPs each
+    per_pass = 2 * 4 * 16 * 8 * 8 * 9
+    assert ops["convolution_grouped"].flops == per_pass
+    assert ops["convolution_backward_grouped"].flops == 2 * per_pass   # its input's gradient and its weight's
+    assert ops["convolution_backward"].flops == 2 * 4 * 16 * 8 * 8 * 16   # the dense 1x1 layer's weight gradient
+
+
 def test_a_recurrent_layer_counts_its_gate_matmuls():
     model = nn.Sequential(nn.Embedding(20, 8), nn.LSTM(8, 16, batch_first=True))
 
