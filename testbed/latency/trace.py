@@ -4,9 +4,11 @@ A step is what a device runs per minibatch: the forward pass, the cross-entropy 
 local optimizer's update (LocalSGD's, or any object with `init(params)` and `step(params, grads, state)`). It is
 traced once on fake tensors (torch's FakeTensorMode: shapes, dtypes and strides, no data, no arithmetic), so a
 trace of VGG-16 at batch 32 costs a fraction of a second, and the ops are those the CPU would dispatch (an LSTM
-is aten.mkldnn_rnn_layer there, as in a real step). Each op keeps what its cost depends on: its name, its FLOPs
-(torch.utils.flop_counter's formulas, two per multiply-add; recurrent layers below), the bytes of the tensors it
-reads and writes, and its first two tensor inputs' shapes (a convolution's input and weight, a matmul's operands).
+is aten.mkldnn_rnn_layer there, as in a real step). Each op keeps what its cost depends on: its name (a grouped or
+depthwise convolution's with the suffix `_grouped`: another kernel), its FLOPs (torch.utils.flop_counter's formulas,
+two per multiply-add, a grouped convolution's weight gradient divided by its groups; recurrent layers below), the
+bytes of the tensors it reads and writes, and its first two tensor inputs' shapes (a convolution's input and
+weight, a matmul's operands).
 """
 from __future__ import annotations
 
