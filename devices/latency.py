@@ -21,8 +21,9 @@ its ops; without it a logistic regression's 2 modules were charged the fixed cos
 15, 1.2x) and around the step (fixed_s). A file of format testbed-latency/1 was fitted without per_module_s: it
 reads as 0, its predictions as they were.
 An op name the calibration never measured is charged by its twin's predictor where the calibration measured that
-(SAME_WORK: the same layer's op under another device's name), else by the calibrated `fallback` roofline, and named
-in `unknown` (the clock reports each once).
+(SAME_WORK: the same layer's op under another device's name), a grouped convolution's (trace.py names it apart) by
+the dense convolution's, else by the calibrated `fallback` roofline, and named in `unknown` (the clock reports each
+once).
 """
 from __future__ import annotations
 

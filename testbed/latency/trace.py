@@ -99,9 +99,9 @@ def _conv_backward_flops(formula, args, kwargs, out) -> int:
     layer of C channels was charged C times its weight gradient's work. Arguments: grad_output, input, weight,
     bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask."""
     total = int(formula(*args, **kwargs, out_val=out))
-    groups, mask = args[9], args[10]
-    if groups == 1 or not mask[1]:
+    if len(args) < 11 or args[9] == 1 or not args[10][1]:   # dense, or no weight gradient: torch's count holds
         return total
+    groups = args[9]
     weight = int(formula(*args[:10], [False, True, False], out_val=out))
     return total - weight + weight // groups
 
