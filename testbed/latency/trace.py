@@ -93,23 +93,32 @@ def _recurrent_flops(args) -> int:
     return 2 * steps_x_batch * sum(t.numel() for t in weights)
 
 
-def _conv_backward_flops(formula, args, kwargs, out) -> int:
-    """torch's count of a convolution's backward, its weight gradient's part divided by the groups: torch counts
-    that part as if the convolution were dense (every output channel against every input channel), so a depthwise
-    layer of C channels was charged C times its weight gradient's work. Arguments: grad_output, input, weight,
-    bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask."""
+_GROUPS_ARG = {torch.ops.aten.convolution: 8, torch.ops.aten.convolution_backward: 9}   # its place in the call
+
+
+def _groups(packet, args) -> int:
+    """A convolution's groups; 1 for any other op, or where the call does not pass them by position."""
+    place = _GROUPS_ARG.get(packet)
+    return args[place] if place is not None and len(args) > place else 1
+
+
+def _grouped_backward_flops(formula, args, kwargs, out, groups: int) -> int:
+    """torch's count of a grouped convolution's backward, its weight gradient's part divided by the groups: torch
+    counts that part as if the convolution were dense (every output channel against every input channel), so a
+    depthwise layer of C channels was charged C times its weight gradient's work. Arguments: grad_output, input,
+    weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask."""
     total = int(formula(*args, **kwargs, out_val=out))
-    if len(args) < 11 or args[9] == 1 or not args[10][1]:   # dense, or no weight gradient: torch's count holds
+    if len(args) < 11 or not args[10][1]:   # no weight gradient: torch's count holds
         return total
-    groups = args[9]
     weight = int(formula(*args[:10], [False, True, False], out_val=out))
     return total - weight + weight // groups
 
 
 def _flops(packet, args, kwargs, out) -> int:
     formula = flop_registry.get(packet)
-    if formula is not None and packet is torch.ops.aten.convolution_backward:
-        return _conv_backward_flops(formula, args, kwargs, out)
+    groups = _groups(packet, args)
+    if formula is not None and packet is torch.ops.aten.convolution_backward and groups != 1:
+        return _grouped_backward_flops(formula, args, kwargs, out, groups)
     if formula is not None:
         return int(formula(*args, **kwargs, out_val=out))
     name = packet.__name__
@@ -118,15 +127,10 @@ def _flops(packet, args, kwargs, out) -> int:
     return 0
 
 
-_GROUPS_ARG = {torch.ops.aten.convolution: 8, torch.ops.aten.convolution_backward: 9}
-
-
 def _name(packet, args) -> str:
     """The op's name: its overload packet's, a grouped convolution's with GROUPED (another kernel, at another
     rate: a depthwise layer runs a fraction of a dense one's FLOP/s)."""
-    place = _GROUPS_ARG.get(packet)
-    grouped = place is not None and len(args) > place and args[place] != 1
-    return packet.__name__ + (GROUPED if grouped else "")
+    return packet.__name__ + (GROUPED if _groups(packet, args) != 1 else "")
 
 
 def op_of(func, args, kwargs, out) -> Op:
