@@ -229,7 +229,7 @@ def _separable_stack(rng: np.random.Generator) -> tuple[nn.Module, torch.Tensor,
     sample = torch.randn(1, 3, side, side)
     stride = pick([1, 2])
     layers: list[nn.Module] = [nn.Conv2d(3, channels, 3, stride, 1), nn.BatchNorm2d(channels), nn.ReLU6()]
-    side = (side + 1) // stride
+    side = (side - 1) // stride + 1   # the output side of a k x k, padding k // 2, stride s layer
     for _ in range(int(rng.integers(1, 5))):
         hidden = channels * pick([1, 1, 4, 6])
         if hidden != channels:
@@ -238,7 +238,7 @@ def _separable_stack(rng: np.random.Generator) -> tuple[nn.Module, torch.Tensor,
         layers += [nn.Conv2d(hidden, hidden, k, stride, k // 2, groups=hidden), nn.BatchNorm2d(hidden), nn.ReLU6()]
         out = pick([8, 16, 24, 32, 48, 64, 96, 128])
         layers += [nn.Conv2d(hidden, out, 1), nn.BatchNorm2d(out)] + ([nn.ReLU6()] if hidden == channels else [])
-        channels, side = out, (side + 1) // stride
+        channels, side = out, (side - 1) // stride + 1
     return nn.Sequential(*layers), sample, f"separable x{len(layers)}"
 
 
