@@ -158,8 +158,9 @@ class StepClock:
 
     def _tell(self, profile: DeviceProfile, op: str, count: int) -> None:
         fallback = profile.latency.fallback
-        self._once(profile, op, f"latency clock: aten.{op} ({count} a step) was never measured in {profile.name}'s "
-                   f"calibration; charged by its roofline ({fallback.flops_per_s / 1e9:.3g} GFLOP/s, "
+        # three short lines, not one of 150 columns (an op name runs to 50 characters)
+        self._once(profile, op, f"latency clock: aten.{op} ({count} a step)\n  was never measured in {profile.name}'s "
+                   f"calibration;\n  charged by its roofline ({fallback.flops_per_s / 1e9:.3g} GFLOP/s, "
                    f"{fallback.memory_Bps / 1e9:.3g} GB/s, {fallback.call_overhead_s * 1e6:.3g} us a call)")
 
     def _once(self, profile: DeviceProfile, what: str, line: str) -> None:
