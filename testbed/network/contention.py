@@ -144,7 +144,7 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
     checked against the flows in flight on their links, quickly (inflight.py's clear) or else as _transfers
     does (meeting.OnLinks); False where they may meet one or crowd a link."""
     if not flows.moving(direction, t):
-        solved, _ = _solve(topology, direction, flowing, True)
+        solved, _ = _solve(topology, direction, flowing, True, loads=False)
         for task, flow in zip(flowing, _Solved.each(solved)):
             task.solved(direction, flow)
         return True
@@ -274,7 +274,7 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         if not order:
             return
         apart = apart and bool(standing.carried)   # with none left kept, the one solve of all
-        flows, links = _solve(topology, direction, [tasks[i] for i in order], server, apart)
+        flows, links = _solve(topology, direction, [tasks[i] for i in order], server, apart, loads=rows is None)
         if not standing.carried:
             break
         was = [tasks[i] for i in order if tasks[i].carried]
@@ -290,6 +290,7 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
             break
         for i in standing.take(met):
             tasks[i] = take(kept.pop(i))
+        apart = False   # a kept flow taken in met a new one at capacity: alone, they would crowd that link
     for i, flow in zip(order, _Solved.each(flows)):
         tasks[i].solved(direction, flow)
     if rows is not None:
@@ -335,9 +336,10 @@ def _links(topology: Topology, devices: list[int], direction: str, server: bool)
     return topology.links(np.array(devices, dtype=np.int64), direction, server)
 
 
-def _solve(topology: Topology, direction: str, flowing: list["_State"], server: bool, apart: bool = False):
+def _solve(topology: Topology, direction: str, flowing: list["_State"], server: bool, apart: bool = False,
+           loads: bool = True):
     """fluid.solve of these tasks' flows of `direction` (`apart`: each flow alone, meeting.alone): the Flows, and
-    each flow's links."""
+    each flow's links. Without `loads`, the links' loads are left out (links.csv comes from the rows then)."""
     links = _links(topology, [task.device for task in flowing], direction, server)
     start = np.array([task.flow[direction][0] for task in flowing])
     left = np.array([task.flow[direction][1] for task in flowing])
@@ -345,7 +347,7 @@ def _solve(topology: Topology, direction: str, flowing: list["_State"], server: 
     stop = np.array([task.offline_at for task in flowing])
     if apart:
         return meeting.alone(start, left, cap, links, topology.capacity[direction], stop), links
-    return fluid.solve(start, left, cap, links, topology.capacity[direction], stop_s=stop), links
+    return fluid.solve(start, left, cap, links, topology.capacity[direction], stop_s=stop, loads=loads), links
 
 
 @dataclass(frozen=True)

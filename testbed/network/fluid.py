@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from testbed.network import fluid_few
 from testbed.network.maxmin import fair_rates, sorted_pairs
 from testbed.network.uncongested import congested, first_congestion, loads_between
 
@@ -96,11 +97,16 @@ class Flows:
         return self.event_s, self.load_Bps[:, link]
 
 
-def solve(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s=None) -> Flows:
+def solve(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s=None, loads: bool = True) -> Flows:
     """Solve n flows: start_s (n,) instants, bytes_ (n,) >= 0, cap_Bps (n,) > 0 (finite), links (n, m) indices
     into capacity_Bps (L,) > 0 (inf allowed) padded with -1, stop_s (n,) instants when a flow is cut if not done
-    (inf, or None for all: never). A flow stopped at or before its start moves nothing and ends at its start."""
-    run = _Run(*_checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s))
+    (inf, or None for all: never). A flow stopped at or before its start moves nothing and ends at its start.
+    Without `loads`, the links' loads are not logged (event_s and load_Bps empty): an asynchronous run's
+    links.csv comes from the flows' rate segments (inflight.py), and logging them costs a solve a tenth."""
+    checked = _checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s)
+    if not loads and len(checked[0]) <= fluid_few.FEW_FLOWS:
+        return _few(*checked)
+    run = _Run(*checked, loads)
     with np.errstate(divide="ignore"):
         while run.next_mover < len(run.movers) or len(run.active):
             t = run.next_instant()
@@ -115,7 +121,7 @@ class _Run:
     """The event loop's state: per flow the instant its rate last changed (its anchor), the bytes it had left
     then, its rate and its finish; the flows in flight, and those still to start in order of start."""
 
-    def __init__(self, start, size, cap, links, capacity, stop):
+    def __init__(self, start, size, cap, links, capacity, stop, loads: bool = True):
         self.start, self.size, self.cap, self.links, self.capacity, self.stop = start, size, cap, links, capacity, stop
         n = len(start)
         self.end, self.done, self.moved = start.copy(), np.zeros(n, dtype=bool), np.zeros(n)
@@ -126,7 +132,7 @@ class _Run:
         self.movers = movers[np.argsort(start[movers], kind="stable")]
         self.next_mover, self.active = 0, np.zeros(0, dtype=np.int64)
         self.pair_flow, self.pair_link = sorted_pairs(cap, links)
-        self.log = _Log(len(capacity))
+        self.log = _Log(len(capacity), loads)
 
     def next_instant(self) -> float:
         active = self.active
@@ -178,7 +184,9 @@ class _Run:
         self.finish[changed] = t + self.left[changed] / self.rate[changed]
         self.log.changes.append((changed, np.full(len(changed), t), self.size[changed] - self.left[changed],
                                  self.rate[changed]))
-        self.log.add_loads(np.array([t]), np.bincount(pair_link, weights=self.rate[pair_flow], minlength=n_links)[None])
+        if self.log.keeps_loads:
+            self.log.add_loads(np.array([t]), np.bincount(pair_link, weights=self.rate[pair_flow],
+                                                          minlength=n_links)[None])
         return bool(hot.any())
 
     def fast_forward(self, t: float) -> None:
@@ -197,21 +205,40 @@ class _Run:
         self.next_mover += len(joined)
         self.leave(until, before=True)
         took = len(active) + len(joined)
-        self.log.add_loads(*loads_between(t, until, begin[:took], end[:took], self.cap[ever[:took]],
-                                          self.links[ever[:took]], len(self.capacity)))
+        if self.log.keeps_loads:
+            self.log.add_loads(*loads_between(t, until, begin[:took], end[:took], self.cap[ever[:took]],
+                                              self.links[ever[:took]], len(self.capacity)))
 
     def _left_at(self, flows: np.ndarray, t) -> np.ndarray:
         return np.maximum(self.left[flows] - self.rate[flows] * (t - self.anchor_s[flows]), 0.0)
 
     def flows(self) -> Flows:
-        n, cap, size, start, end, done = len(self.start), self.cap, self.size, self.start, self.end, self.done
-        breaks, break_s, break_moved, break_Bps = self.log.breakpoints(n)
-        slowed = np.zeros(n, dtype=bool)                  # ran below its cap at some time
-        slowed[np.repeat(np.arange(n), np.diff(breaks))[break_Bps < np.repeat(cap, np.diff(breaks))]] = True
-        waited = np.where(slowed, (end - start) - self.moved / cap, 0.0)
-        times, loads = self.log.loads_table()
-        return Flows(start, size, cap, end, done, self.moved, size / cap, waited, breaks, break_s, break_moved,
-                     break_Bps, times, loads)
+        return _flows(self.start, self.size, self.cap, self.end, self.done, self.moved, self.log)
+
+
+def _few(start, size, cap, links, capacity, stop) -> Flows:
+    """solve, without the links' loads, of a few flows: fluid_few's loop on lists, the same bits."""
+    end, done, moved, changes = fluid_few.play(start.tolist(), size.tolist(), cap.tolist(), links.tolist(),
+                                               capacity.tolist(), stop.tolist())
+    log = _Log(len(capacity), keeps_loads=False)
+    if changes:
+        flow, at, by, rate = zip(*changes)
+        log.changes.append((np.array(flow, dtype=np.int64), np.array(at, dtype=float), np.array(by, dtype=float),
+                            np.array(rate, dtype=float)))
+    return _flows(start, size, cap, np.array(end, dtype=float), np.array(done, dtype=bool),
+                  np.array(moved, dtype=float), log)
+
+
+def _flows(start, size, cap, end, done, moved, log: "_Log") -> Flows:
+    """The answer of a solve: its flows' ends, whether done, bytes moved and the log of its events."""
+    n = len(start)
+    breaks, break_s, break_moved, break_Bps = log.breakpoints(n)
+    slowed = np.zeros(n, dtype=bool)                  # ran below its cap at some time
+    slowed[np.repeat(np.arange(n), np.diff(breaks))[break_Bps < np.repeat(cap, np.diff(breaks))]] = True
+    waited = np.where(slowed, (end - start) - moved / cap, 0.0)
+    times, loads = log.loads_table()
+    return Flows(start, size, cap, end, done, moved, size / cap, waited, breaks, break_s, break_moved, break_Bps,
+                 times, loads)
 
 
 def _checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s):
@@ -254,8 +281,8 @@ def _checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s):
 class _Log:
     """What the event loop records: each flow's rate changes and each link's load between events."""
 
-    def __init__(self, n_links: int):
-        self.n_links = n_links
+    def __init__(self, n_links: int, keeps_loads: bool = True):
+        self.n_links, self.keeps_loads = n_links, keeps_loads
         self.times: list[np.ndarray] = []
         self.loads: list[np.ndarray] = []
         self.changes: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []

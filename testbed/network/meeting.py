@@ -74,13 +74,16 @@ def of_profiles(profiles: list[tuple[tuple[float, ...], tuple[float, ...]]], t: 
 
 def _of_few_profiles(profiles: list[tuple[tuple[float, ...], tuple[float, ...]]], t: float) -> Segments:
     """of_profiles, breakpoint by breakpoint (a dispatch's few new tasks): the same arithmetic, the same bits."""
-    start, end, rate, flow = [], [], [], []
-    for i, (times, moved) in enumerate(profiles):
-        for s, e, m0, m1 in zip(times, times[1:], moved, moved[1:]):
-            if e > max(s, t):
-                start.append(max(s, t)), end.append(e), rate.append((m1 - m0) / (e - s)), flow.append(i)
+    start, end, rate, flow = list(zip(*few_segments(profiles, t))) or ((),) * 4
     return Segments(np.array(start, dtype=float), np.array(end, dtype=float), np.array(rate, dtype=float),
                     np.array(flow, dtype=np.int64))
+
+
+def few_segments(profiles: list[tuple[tuple[float, ...], tuple[float, ...]]],
+                 t: float) -> list[tuple[float, float, float, int]]:
+    """of_profiles' segments as Python tuples (start, end, rate, flow), for a few profiles."""
+    return [(max(s, t), e, (m1 - m0) / (e - s), i) for i, (times, moved) in enumerate(profiles)
+            for s, e, m0, m1 in zip(times, times[1:], moved, moved[1:]) if e > max(s, t)]
 
 
 class Apart(NamedTuple):
