@@ -116,6 +116,12 @@ class Availability(GroupSampled):
                 return np.where(unsettled, self._horizon_s, np.where(online, ends, float(t)))
             self._sample(2 * self._horizon_s)
 
+    def may_change(self, answers: np.ndarray, needed_until: np.ndarray) -> np.ndarray:
+        """Which answers online_until_each gave at the present horizon could differ, asked again with these
+        (larger) needs: only the horizon given as a lower bound where the need now reaches it. An answer below the
+        horizon is final, and a re-sample changes no final answer."""
+        return (answers == self._horizon_s) & (needed_until >= self._horizon_s)
+
     def _until_one(self, device: int, t: float, needed_until: float | None) -> float | None:
         """online_until_each for one device, None where the sample cannot settle it (online past the horizon,
         and needed to or past it)."""

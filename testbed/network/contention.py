@@ -148,8 +148,7 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
         for task, flow in zip(flowing, _Solved.each(solved)):
             task.solved(direction, flow)
         return True
-    links = _links(topology, [task.device for task in flowing], direction, True)
-    rows, caps = links.tolist(), topology.capacity[direction].tolist()
+    rows, caps = topology.link_rows([task.device for task in flowing], direction), topology.capacities[direction]
     up = direction == "up"
     each = [meeting.alone_one(*task.flow[direction], task.tl.up_Bps if up else task.tl.down_Bps, row,
                               task.offline_at, caps) for task, row in zip(flowing, rows)]
@@ -159,6 +158,7 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
         start, end, rate, _ = zip(*movers)   # their segments, as meeting.of_solved reads meeting.alone's
         alone = meeting.Segments(np.array(start, dtype=float), np.array(end, dtype=float),
                                  np.array(rate, dtype=float), np.array(moving, dtype=np.int64))
+        links = np.array(rows, dtype=np.int64)
         both = meeting.OnLinks((alone, links), (meeting.NONE, links[:0]), flows.on(direction, t, links),
                                topology.capacity[direction])
         if both.apart_fails() or both.meeting().any():
@@ -350,9 +350,9 @@ def _solve(topology: Topology, direction: str, flowing: list["_State"], server: 
     return fluid.solve(start, left, cap, links, topology.capacity[direction], stop_s=stop, loads=loads), links
 
 
-@dataclass(frozen=True)
-class _Solved:
-    """One flow of a solve, as Python numbers: its breakpoints (instants, bytes moved by each) and its end."""
+class _Solved(NamedTuple):
+    """One flow of a solve, as Python numbers: its breakpoints (instants, bytes moved by each) and its end (a
+    named tuple: a dispatch makes one a transfer)."""
 
     times: tuple[float, ...]
     moved_at: tuple[float, ...]

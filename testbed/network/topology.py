@@ -32,9 +32,8 @@ class Topology:
         cell = np.full(len(group), -1, dtype=np.int64)
         names, capacity, backhaul = [], {d: [] for d in DIRECTIONS}, []
         for kind in network.cells:
-            members = np.flatnonzero(np.isin(group, kind.groups))
-            members = np.concatenate([members[group[members] == g] for g in kind.groups])  # group after group
-            cell[members] = len(names) + np.arange(len(members)) % kind.count
+            members = np.concatenate([np.flatnonzero(group == g) for g in kind.groups])   # group after group
+            cell[members] = len(names) + np.resize(np.arange(kind.count), len(members))   # j mod count
             for i in range(kind.count):
                 names.append(f"{kind.name}.{i}")
                 capacity["down"].append(kind.down_Bps)
@@ -73,6 +72,22 @@ class Topology:
             table = self._link_tables[key] = self._links_of(np.append(np.arange(len(self.names)), -1), direction,
                                                             server)
         return table[self.cell[np.asarray(devices, dtype=np.int64)]]
+
+    def link_rows(self, devices: list[int], direction: str) -> list[list[int]]:
+        """links(devices, direction) as Python lists, for a few devices (a dispatch's new tasks)."""
+        rows, cell = self._link_lists[direction], self.cell
+        return [rows[cell[d]] for d in devices]
+
+    @cached_property
+    def capacities(self) -> dict[str, list[float]]:
+        """capacity as Python floats (a dispatch's few flows are solved in Python floats)."""
+        return {direction: capacity.tolist() for direction, capacity in self.capacity.items()}
+
+    @cached_property
+    def _link_lists(self) -> dict[str, list[list[int]]]:
+        # each cell's row of links(..., server=True), by cell; the last row (index -1): no cell
+        cells = np.append(np.arange(len(self.names)), -1)
+        return {direction: self._links_of(cells, direction, True).tolist() for direction in DIRECTIONS}
 
     @cached_property
     def _link_tables(self) -> dict[tuple[str, bool], np.ndarray]:

@@ -134,12 +134,16 @@ class Planner:
     def _online_until_again(self, ids: np.ndarray, t0: float, need: np.ndarray, until: np.ndarray,
                             grew: np.ndarray) -> np.ndarray:
         """online_until_each(ids, t0, need), where only the devices of `grew` need more than `until` was asked
-        for: only those are asked again (a dispatch's few new tasks, not the ~100 in flight), unless asking
-        re-sampled the fleet, which may move the others' answers (a horizon that bounded them); then all are."""
+        for: only those whose answer may change are asked again (a horizon that bounded it; a dispatch's few new
+        tasks, not the ~100 in flight), unless asking re-sampled the fleet, which may move the others' answers
+        (a horizon that bounded them); then all are."""
         availability = self.fleet.availability
         horizon = availability.horizon_s
         answer = until.copy()
-        answer[grew] = availability.online_until_each(ids[grew], t0, need[grew])
+        ask = grew & availability.may_change(until, need)
+        if not ask.any():
+            return answer
+        answer[ask] = availability.online_until_each(ids[ask], t0, need[ask])
         if availability.horizon_s != horizon:
             return availability.online_until_each(ids, t0, need)
         return answer

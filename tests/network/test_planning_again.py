@@ -29,3 +29,22 @@ def test_asking_the_grown_again_answers_as_asking_all():
         resampled += mine.horizon_s != horizon
         assert np.array_equal(again, reference.online_until_each(ids, t0, need))
     assert 0 < resampled < 40   # both ways: the grown alone, and the fall-back to asking all
+
+
+def test_answers_a_larger_need_cannot_change_are_not_asked_again():
+    # needs that grow but stay under the horizon: every answer is final, or the horizon as a bound that holds
+    groups = [(MarkovOnOff(400, 300), 40)]
+    mine, reference = (Availability(groups, SEED, initial_horizon_s=600.0) for _ in range(2))
+    ids, t0 = np.arange(30), 350.0
+    need = np.full(30, 400.0)
+    until = mine.online_until_each(ids, t0, need)
+    assert (until == mine.horizon_s).any() and (until < mine.horizon_s).any()   # both kinds of answer
+    grown = np.full(30, 590.0)
+    assert not mine.may_change(until, grown).any()
+    asked = []
+    mine.online_until_each = lambda *args: asked.append(args)
+    planner = SimpleNamespace(fleet=SimpleNamespace(availability=mine))
+    again = Planner._online_until_again(planner, ids, t0, grown, until, np.ones(30, dtype=bool))
+    assert not asked and np.array_equal(again, reference.online_until_each(ids, t0, grown))
+    # a need that reaches the horizon may move a bounded answer: those are asked
+    assert np.array_equal(mine.may_change(until, np.full(30, 600.0)), until == 600.0)
