@@ -1,12 +1,12 @@
 """fluid.solve's event loop for a few flows, in Python floats: the same arithmetic in the same order, the same bits.
 
 An asynchronous dispatch through shared links solves a few flows at a time (the new ones and the carried ones
-they meet: 2-20), where each of the event loop's ~60 numpy calls an event costs more than its arithmetic. This
+they meet: 2-20), where the event loop's ~60 numpy calls an event cost more than their arithmetic. This
 plays the loop of fluid._Run step for step on lists: the events, the flows that leave, join and share at each,
 the max-min fair rates (maxmin.fair_rates: its rounds, its running sums), the first congestion when none binds
 (uncongested.first_congestion) and each flow's bytes left, each computed by the same IEEE double operations in
 the same order as the arrays' (np.cumsum and np.bincount add in sequence from 0.0; np.minimum and np.maximum
-pick as min and max do). tests/network/test_fluid.py checks every field of the answer against the arrays' on
+pick as min and max do). tests/network/test_fluid_few.py checks every field of the answer against the arrays' on
 random sets of flows. It does not log the links' loads: it serves solves without them (fluid.solve's `loads`).
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import math
 
 from testbed.network.uncongested import MARGIN
 
-# flows up to which fluid.solve takes this loop (measured on a dispatch's solves: ~5x faster at 3-20 flows)
+# flows up to which fluid.solve takes this loop (a 30-aggregation FedBuff run's solves through 100 cells, replayed:
+# 2-3x faster than the arrays' loop at 3-20 flows, 1.1-1.2x at 48-53, 0.7x at 100)
 FEW_FLOWS = 24
 
 

@@ -99,10 +99,10 @@ class InFlightLinks:
         self.alive[serials] = True
         for direction in DIRECTIONS:
             profiles = [getattr(tl, _PROFILE[direction]) for tl in timelines]
-            links = self.topology.links(np.array(devices, dtype=np.int64), direction)
-            self.rows[direction] = self.rows[direction].then(_few_rows(profiles, links.tolist(), t, first)
-                                                             if len(profiles) <= meeting.FEW else
-                                                             _rows(profiles, links, t, serials))
+            topology = self.topology
+            self.rows[direction] = self.rows[direction].then(
+                _few_rows(profiles, topology.link_rows(devices, direction), t, first) if len(profiles) <= meeting.FEW
+                else _rows(profiles, topology.links(np.array(devices, dtype=np.int64), direction), t, serials))
         for d, tl, until, serial in zip(devices, timelines, offline_at, serials.tolist()):
             end = tl.end_s   # a loop over its phases: once
             self.held[d] = Held(tl, end, until, serial)
@@ -122,10 +122,12 @@ class InFlightLinks:
             for direction, rows in self.rows.items():
                 self.rows[direction] = rows.where(~np.isin(rows.task, gone))
             self.alive[gone] = False
+        held, solved_again = self.held, set(again)
         for i, d in enumerate(devices[:len(carried)]):
-            if i not in again:   # its solve stood: only its offline instant is newer
-                self.held[d] = self.held[d]._replace(offline_at=offline_at[i])
-                if self.held[d].end > offline_at[i]:
+            if i not in solved_again:   # its solve stood: only its offline instant is newer, if any
+                if held[d].offline_at != offline_at[i]:
+                    held[d] = held[d]._replace(offline_at=offline_at[i])
+                if held[d].end > offline_at[i]:
                     self.unsteady.add(d)
                 else:
                     self.unsteady.discard(d)

@@ -77,7 +77,7 @@ class LinkLog:
     def _dicts(self, rows, r: int | None) -> list[dict]:
         """Rows (direction, link, t_start, t_end, Bps) as links.csv's dicts (its key order); with `r`, their round
         first."""
-        names, capacity = self.topology.link_names, {d: self.topology.capacity[d].tolist() for d in DIRECTIONS}
+        names, capacity = self.topology.link_names, self.topology.capacities
         head = {} if r is None else {"round": r}
         return [head | {"link": names[link], "direction": direction, "capacity_Bps": capacity[direction][link],
                         "t_start_s": start, "t_end_s": stop, "Bps": bps} for direction, link, start, stop, bps in rows]
