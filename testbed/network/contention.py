@@ -98,7 +98,8 @@ class Usage:
 
 def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
             server: bool = True, carried: tuple[Carried, ...] = (), keep: bool = True,
-            in_flight: InFlightLinks | None = None) -> tuple[list[SharedTimeline], Usage]:
+            in_flight: InFlightLinks | None = None, downloaded: "Downloaded | None" = None
+            ) -> tuple[list[SharedTimeline], Usage]:
     """These devices' tasks dispatched at t (their private timelines, in the same order), through their cells'
     links and, with `server`, their backhauls' and the server's (without: to and from their cell's edge server,
     hierarchical aggregation's); with the `carried` tasks in flight at t: those whose earlier solve still stands
@@ -106,35 +107,54 @@ def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[T
     from t. Returns the timelines of the carried tasks (a kept one: its very timeline), then of the new ones, and
     the links' usage from t on the links the solve crossed. Without `keep`, every carried task is solved again
     (what the tests compare the kept solves with). `in_flight`: an asynchronous run's flows (inflight.py),
-    whose rows give the kept tasks' segments, where it holds them; the usage is then left to them (empty)."""
+    whose rows give the kept tasks' segments, where it holds them; the usage is then left to them (empty).
+    `downloaded`: these tasks' downloads as beside_in_flight solved them (they met no flow in flight), which
+    stand where every carried task keeps its solve and the offline instants are those it had."""
     kept = {i: c for i, c in enumerate(carried) if keep and _stands(c)}
-    tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried) if i not in kept}
-    tasks |= {len(carried) + i: _State.of_new(int(d), tl, t, float(until))
-              for i, (d, tl, until) in enumerate(zip(np.asarray(devices).tolist(), timelines, offline_at))}
+    offline_at = np.asarray(offline_at).tolist()
     usage = Usage([])
-    _transfers(topology, "down", t, tasks, kept, lambda c: _State.of_carried(c, t), server, usage, in_flight)
-    for task in tasks.values():
-        task.compute_done()
+    if downloaded is not None and len(kept) == len(carried) and downloaded.offline_at == offline_at:
+        tasks = dict(enumerate(downloaded.tasks, start=len(carried)))
+    else:
+        tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried) if i not in kept}
+        tasks |= {len(carried) + i: _State.of_new(int(d), tl, t, until)
+                  for i, (d, tl, until) in enumerate(zip(np.asarray(devices).tolist(), timelines, offline_at))}
+        _transfers(topology, "down", t, tasks, kept, lambda c: _State.of_carried(c, t), server, usage, in_flight)
+        for task in tasks.values():
+            task.compute_done()
     _transfers(topology, "up", t, tasks, kept, lambda c: _State.of_carried(c, t, keep_download=True), server, usage,
                in_flight)
     return [tasks[i].timeline() if i in tasks else carried[i].timeline
             for i in range(len(carried) + len(timelines))], usage
 
 
+class Downloaded(NamedTuple):
+    """New tasks whose downloads beside_in_flight solved (they met no flow in flight), with the offline instants
+    it had: contend takes them as they are (the uploads still to solve)."""
+
+    offline_at: list[float]
+    tasks: list["_State"]
+
+
 def beside_in_flight(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline],
-                     offline_at: np.ndarray, flows: InFlightLinks) -> list[SharedTimeline] | None:
+                     offline_at: np.ndarray, flows: InFlightLinks,
+                     downloaded: list[Downloaded] | None = None) -> list[SharedTimeline] | None:
     """contend's answer for these new tasks, to and from the server, where every task in flight keeps its solve
     (`flows`: theirs, inflight.py, whose hold says they all stand): the new transfers solved alone beside the
     flows in flight, or together where none moves in their direction, as contend solves them. None where some
-    new flow may meet one in flight, or another new one, at capacity: contend decides."""
-    tasks = [_State.of_new(d, tl, t, until) for d, tl, until in zip(np.asarray(devices).tolist(), timelines,
-                                                                     np.asarray(offline_at).tolist())]
+    new flow may meet one in flight, or another new one, at capacity: contend decides; where only the uploads
+    may, `downloaded` (a list) holds the tasks with their downloads solved, for contend to take."""
+    until = np.asarray(offline_at).tolist()
+    tasks = [_State.of_new(d, tl, t, u) for d, tl, u in zip(np.asarray(devices).tolist(), timelines, until)]
     for direction in ("down", "up"):
         flowing = [task for task in tasks if task.flow[direction] is not None]
         if flowing and not _alone_beside(topology, direction, t, flowing, flows):
             return None
-        for task in tasks if direction == "down" else ():
-            task.compute_done()
+        if direction == "down":
+            for task in tasks:
+                task.compute_done()
+            if downloaded is not None:
+                downloaded[:] = [Downloaded(until, tasks)]
     return [task.timeline() for task in tasks]
 
 

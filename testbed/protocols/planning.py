@@ -86,9 +86,10 @@ class Planner:
         flows = self.links.flows if carried is not None and server else None
         ids = np.asarray(ids, dtype=np.int64)
         need = np.array([t0 + sum(tl.seconds) for tl in timelines])
+        downloaded = []   # the new tasks' downloads as solved beside the flows in flight, where they met none
         if flows is not None and flows.hold(carried):
             quick = self._settled(ids, t0, need, lambda until: beside_in_flight(self.topology, t0, ids, timelines,
-                                                                                until, flows))
+                                                                                until, flows, downloaded))
             if quick is not None:
                 flows.add(ids.tolist(), quick[0], quick[1].tolist(), t0)
                 return (*quick, {})
@@ -99,7 +100,7 @@ class Planner:
         def solve(until: np.ndarray) -> list:
             kept = tuple(map(Carried, carried, [p.timeline for p in carried.values()], until[:n].tolist()))
             shared, solved["usage"] = contend(self.topology, t0, ids, timelines, until[n:], server, kept,
-                                              in_flight=flows)
+                                              in_flight=flows, downloaded=downloaded.pop() if downloaded else None)
             return shared
 
         shared, until = self._settled(np.concatenate([np.fromiter(carried, np.int64, n), ids]), t0,
