@@ -367,7 +367,8 @@ def _solve(topology: Topology, direction: str, flowing: list["_State"], server: 
     stop = np.array([task.offline_at for task in flowing])
     if apart:
         return meeting.alone(start, left, cap, links, topology.capacity[direction], stop), links
-    return fluid.solve(start, left, cap, links, topology.capacity[direction], stop_s=stop, loads=loads), links
+    return fluid.solve(start, left, cap, links, topology.capacity[direction], stop_s=stop, loads=loads,
+                       checked=False), links
 
 
 class _Solved(NamedTuple):

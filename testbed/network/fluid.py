@@ -97,13 +97,17 @@ class Flows:
         return self.event_s, self.load_Bps[:, link]
 
 
-def solve(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s=None, loads: bool = True) -> Flows:
+def solve(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s=None, loads: bool = True,
+          checked: bool = True) -> Flows:
     """Solve n flows: start_s (n,) instants, bytes_ (n,) >= 0, cap_Bps (n,) > 0 (finite), links (n, m) indices
     into capacity_Bps (L,) > 0 (inf allowed) padded with -1, stop_s (n,) instants when a flow is cut if not done
     (inf, or None for all: never). A flow stopped at or before its start moves nothing and ends at its start.
     Without `loads`, the links' loads are not logged (event_s and load_Bps empty): an asynchronous run's
-    links.csv comes from the flows' rate segments (inflight.py), and logging them costs a solve a tenth."""
-    checked = _checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s)
+    links.csv comes from the flows' rate segments (inflight.py), and logging them costs a solve a tenth.
+    Without `checked`, the inputs are taken as they are: float arrays, links int64 (n, m), stop_s an array (what
+    network/contention.py makes; the checks cost a dispatch's solve of a few flows a fifth)."""
+    checked = (_checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s) if checked else
+               (start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s))
     if not loads and len(checked[0]) <= fluid_few.FEW_FLOWS:
         return _few(*checked)
     run = _Run(*checked, loads)

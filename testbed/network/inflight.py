@@ -76,6 +76,7 @@ class InFlightLinks:
         self.serials = 0
         self.unsteady: set[int] = set()   # devices whose task ends after their offline instant (it will drop)
         self.since = -math.inf            # links.csv has the rows before this instant
+        self._bounds: np.ndarray | None = None   # clear's empty spans, copied at each call
 
     # ---- the tasks in flight -----------------------------------------------------------------------------
     def hold(self, carried: dict) -> bool:
@@ -155,15 +156,23 @@ class InFlightLinks:
                     s[0], s[1], s[2], s[3] = min(s[0], start), max(s[1], end), s[2] + rate, s[3] + 1
         if not span:
             return True
-        capacity = self.topology.capacity[direction]
-        lo, hi = np.full(len(capacity) + 1, math.inf), np.full(len(capacity) + 1, -math.inf)
+        capacity = self.topology.capacities[direction]
+        bounds = self._unbounded(len(capacity))   # per link (and the padding): the span's first start, last end
         on = list(span)
-        lo[on], hi[on] = [s[0] for s in span.values()], [s[1] for s in span.values()]
+        bounds[:, on] = [[s[0] for s in span.values()], [s[1] for s in span.values()]]
         rows = self.rows[direction]
-        overlaps = self.alive[rows.task] & (rows.end > lo[rows.link]) & (rows.start < hi[rows.link])
-        kept = np.bincount(rows.link[overlaps], rows.rate[overlaps], minlength=len(capacity))[on].tolist()
-        return all((k == 0 and s[3] == 1) or k + s[2] <= c * (1 - SLACK)
-                   for k, s, c in zip(kept, span.values(), capacity[on].tolist()))
+        lo, hi = bounds[:, rows.link]
+        overlaps = self.alive[rows.task] & (rows.end > lo) & (rows.start < hi)
+        # the rows' rates summed per link in row order: 0.0 for a row that does not overlap adds nothing
+        kept = np.bincount(rows.link, np.where(overlaps, rows.rate, 0.0), minlength=len(capacity))[on].tolist()
+        return all((k == 0 and s[3] == 1) or k + s[2] <= capacity[link] * (1 - SLACK)
+                   for k, s, link in zip(kept, span.values(), on))
+
+    def _unbounded(self, n_links: int) -> np.ndarray:
+        """(2, n_links + 1): every link's span empty (first start inf, last end -inf), to fill in (a fresh copy)."""
+        if self._bounds is None or self._bounds.shape[1] != n_links + 1:
+            self._bounds = np.array([[math.inf] * (n_links + 1), [-math.inf] * (n_links + 1)])
+        return self._bounds.copy()
 
     def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
@@ -273,7 +282,9 @@ class KeptRows:
     def take(self, mask: np.ndarray) -> list[int]:
         """The tasks of the rows of `mask` (over the last `near`) leave the kept set; returns their indices."""
         taken = np.unique(self._near[mask]).tolist()
-        stay = ~np.isin(self.owner, taken)
+        leaving = np.zeros(max(self.carried, default=-1) + 1, dtype=bool)   # by index into the carried tasks
+        leaving[taken] = True
+        stay = ~leaving[self.owner]
         self.rows, self.owner = self.rows.where(stay), self.owner[stay]
         for i in taken:
             del self.carried[i]

@@ -128,7 +128,7 @@ class Planner:
                 return shared, until
             need = np.maximum(need, ends)
             answer = self._online_until_again(ids, t0, need, until, grew)
-            if np.array_equal(answer, until):
+            if answer is until or np.array_equal(answer, until):
                 return shared, until
             until = answer
 
@@ -140,10 +140,10 @@ class Planner:
         (a horizon that bounded them); then all are."""
         availability = self.fleet.availability
         horizon = availability.horizon_s
-        answer = until.copy()
         ask = grew & availability.may_change(until, need)
         if not ask.any():
-            return answer
+            return until
+        answer = until.copy()
         answer[ask] = availability.online_until_each(ids[ask], t0, need[ask])
         if availability.horizon_s != horizon:
             return availability.online_until_each(ids, t0, need)
