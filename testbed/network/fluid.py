@@ -106,11 +106,11 @@ def solve(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s=None, loads: boo
     links.csv comes from the flows' rate segments (inflight.py), and logging them costs a solve a tenth.
     Without `checked`, the inputs are taken as they are: float arrays, links int64 (n, m), stop_s an array (what
     network/contention.py makes; the checks cost a dispatch's solve of a few flows a fifth)."""
-    checked = (_checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s) if checked else
-               (start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s))
-    if not loads and len(checked[0]) <= fluid_few.FEW_FLOWS:
-        return _few(*checked)
-    run = _Run(*checked, loads)
+    inputs = (_checked(start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s) if checked else
+              (start_s, bytes_, cap_Bps, links, capacity_Bps, stop_s))
+    if not loads and len(inputs[0]) <= fluid_few.FEW_FLOWS:
+        return _few(*inputs)
+    run = _Run(*inputs, loads)
     with np.errstate(divide="ignore"):
         while run.next_mover < len(run.movers) or len(run.active):
             t = run.next_instant()

@@ -98,9 +98,9 @@ class InFlightLinks:
         if self.serials > len(self.alive):
             self.alive = np.concatenate([self.alive, np.zeros(max(self.serials, len(self.alive)), dtype=bool)])
         self.alive[serials] = True
+        topology = self.topology
         for direction in DIRECTIONS:
             profiles = [getattr(tl, _PROFILE[direction]) for tl in timelines]
-            topology = self.topology
             self.rows[direction] = self.rows[direction].then(
                 _few_rows(profiles, topology.link_rows(devices, direction), t, first) if len(profiles) <= meeting.FEW
                 else _rows(profiles, topology.links(np.array(devices, dtype=np.int64), direction), t, serials))

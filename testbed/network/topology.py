@@ -66,17 +66,21 @@ class Topology:
         `server` (to and from the server, not an edge server) their cells' backhauls and the server's, where those
         have a capacity. Rows of a table made once per cell (its last row: no cell, index -1): an asynchronous
         dispatch asks for the ~100 tasks in flight, twice."""
-        key = (direction, server)
-        table = self._link_tables.get(key)
-        if table is None:
-            table = self._link_tables[key] = self._links_of(np.append(np.arange(len(self.names)), -1), direction,
-                                                            server)
-        return table[self.cell[np.asarray(devices, dtype=np.int64)]]
+        return self._table(direction, server)[self.cell[np.asarray(devices, dtype=np.int64)]]
 
     def link_rows(self, devices: list[int], direction: str) -> list[list[int]]:
         """links(devices, direction) as Python lists, for a few devices (a dispatch's new tasks)."""
         rows, cell = self._link_lists[direction], self.cell
         return [rows[cell[d]] for d in devices]
+
+    def _table(self, direction: str, server: bool) -> np.ndarray:
+        """Each cell's row of links(..., direction, server), by cell; the last row (index -1): no cell."""
+        key = (direction, server)
+        table = self._link_tables.get(key)
+        if table is None:
+            table = self._link_tables[key] = self._links_of(np.append(np.arange(len(self.names)), -1), direction,
+                                                            server)
+        return table
 
     @cached_property
     def capacities(self) -> dict[str, list[float]]:
@@ -85,9 +89,8 @@ class Topology:
 
     @cached_property
     def _link_lists(self) -> dict[str, list[list[int]]]:
-        # each cell's row of links(..., server=True), by cell; the last row (index -1): no cell
-        cells = np.append(np.arange(len(self.names)), -1)
-        return {direction: self._links_of(cells, direction, True).tolist() for direction in DIRECTIONS}
+        # _table(direction, server=True) as Python lists
+        return {direction: self._table(direction, True).tolist() for direction in DIRECTIONS}
 
     @cached_property
     def _link_tables(self) -> dict[tuple[str, bool], np.ndarray]:
