@@ -3,7 +3,9 @@
 An asynchronous dispatch (contention.py) solves its new transfers beside the tasks in flight; where the new ones
 meet none of those at capacity, every earlier solve stands. Asking that of every task's profile at every dispatch
 costs as much as the solve, so the solved flows wait here as rows: one per rate segment of a flow and link it
-crosses (start, end, rate, link), each direction apart, with the task it belongs to.
+crosses (start, end, rate, link), each direction apart, with the task it belongs to. They wait as Python tuples,
+in the order they came: a dispatch adds a few and asks a few questions of a few hundred, which Python answers in
+less time than numpy takes to start; links.csv and the full solves read them as arrays (`Rows`).
 
 - A dispatch adds its new tasks' rows; one that solved carried tasks again replaces theirs (`record`).
 - A task that left (it arrived, dropped, or was cut) keeps its rows for links.csv, and no dispatch asks them
@@ -46,13 +48,19 @@ class Rows(NamedTuple):
     def empty(cls) -> "Rows":
         return cls(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
+    @classmethod
+    def of(cls, rows: list[tuple[float, float, float, int, int]]) -> "Rows":
+        """Rows from tuples (start, end, rate, link, task)."""
+        if not rows:
+            return cls.empty()
+        table = np.array(rows)   # float64: links and serial numbers are exact in it
+        return cls(table[:, 0], table[:, 1], table[:, 2], table[:, 3].astype(np.int64), table[:, 4].astype(np.int64))
+
     def where(self, mask: np.ndarray) -> "Rows":
         return Rows(self.start[mask], self.end[mask], self.rate[mask], self.link[mask], self.task[mask])
 
-    def then(self, other: "Rows") -> "Rows":
-        cat = np.concatenate
-        return Rows(cat([self.start, other.start]), cat([self.end, other.end]), cat([self.rate, other.rate]),
-                    cat([self.link, other.link]), cat([self.task, other.task]))
+    def tuples(self) -> list[tuple[float, float, float, int, int]]:
+        return list(zip(*(column.tolist() for column in self)))
 
 
 class Held(NamedTuple):
@@ -70,13 +78,13 @@ class InFlightLinks:
 
     def __init__(self, topology: Topology):
         self.topology = topology
-        self.rows = {direction: Rows.empty() for direction in DIRECTIONS}
+        # per direction, rows (start, end, rate, link, task), in the order they came
+        self.rows: dict[str, list[tuple[float, float, float, int, int]]] = {direction: [] for direction in DIRECTIONS}
         self.held: dict[int, Held] = {}   # device -> its task in flight
-        self.alive = np.zeros(64, dtype=bool)   # by serial: the task is in flight
+        self.alive: set[int] = set()      # the serial numbers of the tasks in flight
         self.serials = 0
         self.unsteady: set[int] = set()   # devices whose task ends after their offline instant (it will drop)
         self.since = -math.inf            # links.csv has the rows before this instant
-        self._bounds: np.ndarray | None = None   # clear's empty spans, copied at each call
 
     # ---- the tasks in flight -----------------------------------------------------------------------------
     def hold(self, carried: dict) -> bool:
@@ -84,7 +92,7 @@ class InFlightLinks:
         the rows are those of exactly these tasks, and each one's solve stands (it ends before its device goes
         offline), so that new flows meeting none of them leave every solve as it is."""
         for d in self.held.keys() - carried.keys():
-            self.alive[self.held.pop(d).serial] = False
+            self.alive.discard(self.held.pop(d).serial)
             self.unsteady.discard(d)
         # carried timelines change only through record (planning.contended): the same devices are the same tasks
         return not self.unsteady and len(self.held) == len(carried)
@@ -93,18 +101,17 @@ class InFlightLinks:
         """New tasks in flight (their timelines: contention.SharedTimeline; their devices' offline instants),
         their rows from t on."""
         first = self.serials
-        serials = np.arange(first, first + len(devices))
+        serials = range(first, first + len(devices))
         self.serials += len(devices)
-        if self.serials > len(self.alive):
-            self.alive = np.concatenate([self.alive, np.zeros(max(self.serials, len(self.alive)), dtype=bool)])
-        self.alive[serials] = True
+        self.alive.update(serials)
         topology = self.topology
         for direction in DIRECTIONS:
             profiles = [getattr(tl, _PROFILE[direction]) for tl in timelines]
-            self.rows[direction] = self.rows[direction].then(
+            self.rows[direction] += (
                 _few_rows(profiles, topology.link_rows(devices, direction), t, first) if len(profiles) <= meeting.FEW
-                else _rows(profiles, topology.links(np.array(devices, dtype=np.int64), direction), t, serials))
-        for d, tl, until, serial in zip(devices, timelines, offline_at, serials.tolist()):
+                else _rows(profiles, topology.links(np.array(devices, dtype=np.int64), direction), t,
+                           np.arange(first, self.serials)))
+        for d, tl, until, serial in zip(devices, timelines, offline_at, serials):
             end = tl.end_s   # a loop over its phases: once
             self.held[d] = Held(tl, end, until, serial)
             if end > until:
@@ -118,11 +125,11 @@ class InFlightLinks:
         again = [i for i, (d, p) in enumerate(carried.items())
                  if self.held.get(d) is None or self.held[d].timeline is not timelines[i]]
         fresh = again + list(range(len(carried), len(devices)))
-        gone = [self.held.pop(devices[i]).serial for i in again if devices[i] in self.held]
+        gone = {self.held.pop(devices[i]).serial for i in again if devices[i] in self.held}
         if gone:
             for direction, rows in self.rows.items():
-                self.rows[direction] = rows.where(~np.isin(rows.task, gone))
-            self.alive[gone] = False
+                self.rows[direction] = [row for row in rows if row[4] not in gone]
+            self.alive -= gone
         held, solved_again = self.held, set(again)
         for i, d in enumerate(devices[:len(carried)]):
             if i not in solved_again:   # its solve stood: only its offline instant is newer, if any
@@ -139,8 +146,8 @@ class InFlightLinks:
     # ---- what a dispatch asks -----------------------------------------------------------------------------
     def moving(self, direction: str, t: float) -> bool:
         """Some task in flight moves bytes of this direction after t."""
-        rows = self.rows[direction]
-        return bool((self.alive[rows.task] & (rows.end > t)).any())
+        alive = self.alive
+        return any(end > t and task in alive for _, end, _, _, task in self.rows[direction])
 
     def clear(self, direction: str, movers: list[tuple[float, float, float, list[int]]]) -> bool:
         """New flows, each alone at its rate over [start, end) on its links (start, end, rate, links padded with
@@ -148,39 +155,30 @@ class InFlightLinks:
         rows in flight there at any time within the new ones' span, summed, and the new ones' summed, stay SLACK
         under its capacity, or a single new flow is alone there. False where that does not show it (the exact
         check decides)."""
-        span: dict[int, list[float]] = {}   # link -> [first start, last end, summed rate, flows]
+        span: dict[int, list[float]] = {}   # link -> [first start, last end, summed rate, flows, rows' summed rate]
         for start, end, rate, links in movers:
             for link in links:
                 if link >= 0:
-                    s = span.setdefault(link, [start, end, 0.0, 0])
-                    s[0], s[1], s[2], s[3] = min(s[0], start), max(s[1], end), s[2] + rate, s[3] + 1
-        if not span:
-            return True
+                    s = span.get(link)
+                    if s is None:
+                        span[link] = [start, end, rate, 1, 0.0]
+                    else:
+                        s[0], s[1], s[2], s[3] = min(s[0], start), max(s[1], end), s[2] + rate, s[3] + 1
+        alive, on = self.alive, span.get
+        for start, end, rate, link, task in self.rows[direction]:   # summed in row order
+            s = on(link)
+            if s is not None and end > s[0] and start < s[1] and task in alive:
+                s[4] += rate
         capacity = self.topology.capacities[direction]
-        bounds = self._unbounded(len(capacity))   # per link (and the padding): the span's first start, last end
-        on = list(span)
-        bounds[:, on] = [[s[0] for s in span.values()], [s[1] for s in span.values()]]
-        rows = self.rows[direction]
-        lo, hi = bounds[:, rows.link]
-        overlaps = self.alive[rows.task] & (rows.end > lo) & (rows.start < hi)
-        # the rows' rates summed per link in row order: 0.0 for a row that does not overlap adds nothing
-        kept = np.bincount(rows.link, np.where(overlaps, rows.rate, 0.0), minlength=len(capacity))[on].tolist()
-        return all((k == 0 and s[3] == 1) or k + s[2] <= capacity[link] * (1 - SLACK)
-                   for k, s, link in zip(kept, span.values(), on))
-
-    def _unbounded(self, n_links: int) -> np.ndarray:
-        """(2, n_links + 1): every link's span empty (first start inf, last end -inf), to fill in (a fresh copy)."""
-        if self._bounds is None or self._bounds.shape[1] != n_links + 1:
-            self._bounds = np.array([[math.inf] * (n_links + 1), [-math.inf] * (n_links + 1)])
-        return self._bounds.copy()
+        return all((s[4] == 0 and s[3] == 1) or s[4] + s[2] <= capacity[link] * (1 - SLACK)
+                   for link, s in span.items())
 
     def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
         one order: as a set of meeting.py's, each row a flow of one link, and those links, (k, m) padded likewise."""
-        rows = self.rows[direction]
-        wanted = _wanted(len(self.topology.capacity[direction]), links)
-        segments, padded, _ = _in_order(rows.where(self.alive[rows.task] & (rows.end > t) & wanted[rows.link]), t,
-                                        links.shape[1])
+        alive, wanted = self.alive, set(links.ravel().tolist()) - {-1}
+        rows = [row for row in self.rows[direction] if row[1] > t and row[3] in wanted and row[4] in alive]
+        segments, padded, _ = _in_order(Rows.of(rows), t, links.shape[1])
         return segments, padded
 
     def kept(self, direction: str, t: float, kept: dict) -> "KeptRows | None":
@@ -199,8 +197,8 @@ class InFlightLinks:
         taken = []
         for code, direction in enumerate(DIRECTIONS):
             rows = self.rows[direction]
-            now = rows.where(rows.start < t_end)
-            self.rows[direction] = rows.where(rows.end > t_end)
+            now = Rows.of([row for row in rows if row[0] < t_end])
+            self.rows[direction] = [row for row in rows if row[1] > t_end]
             if not len(now.start):
                 continue
             start, end = np.maximum(now.start, self.since), np.minimum(now.end, t_end)
@@ -224,19 +222,19 @@ class InFlightLinks:
         """What a checkpoint keeps: the rows, each task in flight's serial number, end and offline instant, and
         `since` (plain values)."""
         return {"since": self.since, "serials": self.serials,
-                "rows": {direction: [column.tolist() for column in rows] for direction, rows in self.rows.items()},
+                "rows": {direction: [list(column) for column in zip(*rows)] or [[]] * len(Rows._fields)
+                         for direction, rows in self.rows.items()},
                 "held": {d: [h.end, h.offline_at, h.serial] for d, h in self.held.items()}}
 
     def restore(self, saved: dict) -> None:
         """A checkpoint's rows and tasks in flight, whose timelines `resume` hands back."""
         self.since, self.serials = saved["since"], saved.get("serials", 0)
         for direction, columns in saved.get("rows", {}).items():
-            self.rows[direction] = Rows(*(np.array(column, dtype=empty.dtype)
-                                          for column, empty in zip(columns, Rows.empty())))
+            self.rows[direction] = [(float(start), float(end), float(rate), int(link), int(task))
+                                    for start, end, rate, link, task in zip(*columns)]
         self.held = {d: Held(None, end, offline_at, serial) for d, (end, offline_at, serial) in
                      saved.get("held", {}).items()}
-        self.alive = np.zeros(max(64, 2 * self.serials), dtype=bool)
-        self.alive[[h.serial for h in self.held.values()]] = True
+        self.alive = {h.serial for h in self.held.values()}
         self.unsteady = {d for d, h in self.held.items() if h.end > h.offline_at}
 
     def resume(self, in_flight: dict) -> None:
@@ -257,15 +255,11 @@ class KeptRows:
     def __init__(self, flows: InFlightLinks, direction: str, t: float, kept: dict):
         self.t, self.n_links = t, len(flows.topology.capacity[direction])
         self.profile = attrgetter(_PROFILE[direction])
-        index = np.fromiter(kept, np.int64, len(kept))
-        serials = np.array([flows.held[c.device].serial for c in kept.values()], dtype=np.int64)
-        order = np.argsort(serials)
-        serials, index = serials[order], index[order]
-        rows = flows.rows[direction]
-        at = np.minimum(np.searchsorted(serials, rows.task), max(len(serials) - 1, 0))
-        mine = (rows.end > t) & (serials[at] == rows.task) if len(serials) else np.zeros(len(rows.task), dtype=bool)
-        self.rows, self.owner = rows.where(mine), index[at][mine] if len(serials) else index[:0]
-        self.carried = {i: kept[i] for i in np.unique(self.owner).tolist()}
+        owner = {flows.held[c.device].serial: i for i, c in kept.items()}   # serial -> index
+        mine = [row for row in flows.rows[direction] if row[1] > t and row[4] in owner]
+        self.rows = Rows.of(mine)
+        self.owner = np.array([owner[row[4]] for row in mine], dtype=np.int64)
+        self.carried = {i: kept[i] for i in sorted({owner[row[4]] for row in mine})}
         self._near = self.owner[:0]
 
     def of(self, timelines: list) -> meeting.Segments:
@@ -291,23 +285,20 @@ class KeptRows:
         return taken
 
 
-def _rows(profiles: list, links: np.ndarray, t: float, serials: np.ndarray) -> Rows:
+def _rows(profiles: list, links: np.ndarray, t: float, serials: np.ndarray) -> list[tuple]:
     """The rows from t on of flows with these profiles, across these links ((n, m), padded with -1), of these
     tasks: each segment's row on each of its links, in turn."""
     segments = meeting.of_profiles(profiles, t)
     links = links[segments.flow]
     row, place = np.nonzero(links >= 0)
-    return Rows(*(column[row] for column in segments[:3]), links[row, place], serials[segments.flow][row])
+    return Rows(*(column[row] for column in segments[:3]), links[row, place], serials[segments.flow][row]).tuples()
 
 
-def _few_rows(profiles: list, links: list[list[int]], t: float, first: int) -> Rows:
+def _few_rows(profiles: list, links: list[list[int]], t: float, first: int) -> list[tuple]:
     """_rows of a few flows (a dispatch's new tasks, serial numbers from `first`), segment by segment in Python:
-    the same rows in the same order, in a third of the numpy calls."""
-    rows = [(start, end, rate, link, first + flow) for start, end, rate, flow in meeting.few_segments(profiles, t)
+    the same rows in the same order, without numpy."""
+    return [(start, end, rate, link, first + flow) for start, end, rate, flow in meeting.few_segments(profiles, t)
             for link in links[flow] if link >= 0]
-    start, end, rate, link, task = list(zip(*rows)) or ((),) * 5
-    return Rows(np.array(start, dtype=float), np.array(end, dtype=float), np.array(rate, dtype=float),
-                np.array(link, dtype=np.int64), np.array(task, dtype=np.int64))
 
 
 def _wanted(n_links: int, *links: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ def test_links_csv_rows_are_the_flows_rates_summed_by_hand():
                                ("down", 0, 2.0, 2.5, 3.0), ("down", 4, 2.0, 2.5, 3.0)]
     assert flows.take(5.0) == [("down", 0, 2.5, 3.0, 3.0), ("down", 4, 2.5, 3.0, 3.0),
                                ("up", 0, 3.0, 4.0, 2.0), ("up", 4, 3.0, 4.0, 2.0)]
-    assert flows.take(9.0) == [] and all(len(rows.start) == 0 for rows in flows.rows.values())
+    assert flows.take(9.0) == [] and not any(flows.rows.values())
 
 
 def test_the_quick_check_passes_only_where_no_link_can_reach_its_capacity():
