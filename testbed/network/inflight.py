@@ -20,6 +20,7 @@ less time than numpy takes to start; links.csv and the full solves read them as 
 from __future__ import annotations
 
 import math
+from itertools import chain
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -53,7 +54,8 @@ class Rows(NamedTuple):
         """Rows from tuples (start, end, rate, link, task)."""
         if not rows:
             return cls.empty()
-        table = np.array(rows)   # float64: links and serial numbers are exact in it
+        # float64, where links and serial numbers are exact; one pass over the values, half np.array's time
+        table = np.fromiter(chain.from_iterable(rows), float, 5 * len(rows)).reshape(len(rows), 5)
         return cls(table[:, 0], table[:, 1], table[:, 2], table[:, 3].astype(np.int64), table[:, 4].astype(np.int64))
 
     def where(self, mask: np.ndarray) -> "Rows":
