@@ -65,8 +65,8 @@ def compare(title: str, common: list[str], repeat: int) -> list[float]:
               f"{1000 * per_plan[-1]:.2f} | {simulated:.3f} | {waited:.2f} |")
     ratios = [wall[1] / wall[0], cpu[1] / cpu[0]]
     print(f"\nshared / private: {ratios[0]:.2f}x wall-clock, {ratios[1]:.2f}x CPU per row (target <= {TARGET:.0f}x); "
-          f"{per_plan[1] / per_plan[0]:.2f}x CPU per plan; with the network path free {cpu[2] / cpu[0]:.2f}x CPU "
-          f"per row (the network path: {(cpu[1] - cpu[2]) / cpu[0]:.2f}x); load average {os.getloadavg()[0]:.2f}")
+          f"{per_plan[1] / per_plan[0]:.2f}x CPU per plan\nwith the network path free: {cpu[2] / cpu[0]:.2f}x CPU "
+          f"per row; the network path: {(cpu[1] - cpu[2]) / cpu[0]:.2f}x; load average {os.getloadavg()[0]:.2f}")
     return ratios
 
 
