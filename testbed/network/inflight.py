@@ -259,9 +259,9 @@ class KeptRows:
         self.profile = attrgetter(_PROFILE[direction])
         owner = {flows.held[c.device].serial: i for i, c in kept.items()}   # serial -> index
         mine = [row for row in flows.rows[direction] if row[1] > t and row[4] in owner]
-        self.rows = Rows.of(mine)
-        self.owner = np.array([owner[row[4]] for row in mine], dtype=np.int64)
-        self.carried = {i: kept[i] for i in sorted({owner[row[4]] for row in mine})}
+        owners = [owner[row[4]] for row in mine]
+        self.rows, self.owner = Rows.of(mine), np.array(owners, dtype=np.int64)
+        self.carried = {i: kept[i] for i in sorted(set(owners))}
         self._near = self.owner[:0]
 
     def of(self, timelines: list) -> meeting.Segments:
