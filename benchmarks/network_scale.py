@@ -4,8 +4,8 @@ scale.yaml (100,000 phones, Markov availability, logreg; scale.py's zero-update 
 played as it is, and with every device in one of 100 cells (dealt in turn) whose downlink and uplink are narrower
 than the sum of the ~10 devices' rates a round puts in each (so the cells bind), behind a server link that binds
 too; twice: (a) synchronous rounds of 1,000 devices; (b) FedBuff, 100 tasks in flight (about one a cell), K = 10,
-where every dispatch plans its new tasks beside those still in flight. Each pair alternates --repeat times,
-the best of each kept. The aim: through shared links within 2x of private links, per round and per aggregation.
+where every dispatch plans its new tasks beside those still in flight. The runs (with the third below) alternate
+--repeat times, the best of each kept. The aim: through shared links within 2x of private links, per round and per aggregation.
 
 A third run plays the shared one with its network path free: each plan's answer through the shared links
 (Planner.contended) handed back as the shared run gave it, and no links.csv. It costs what the shared links' own
@@ -41,9 +41,10 @@ TARGET = 2.0
 
 
 def compare(title: str, common: list[str], repeat: int) -> list[float]:
-    """Private links against the 100 cells, alternated `repeat` times, best of each: the table's rows, and the
-    shared / private ratios of wall-clock and CPU time, per row and per dispatch (a plan of the tasks sent at one
-    instant: through shared links FedBuff's arrivals no longer fall at the same instants, so a row holds more)."""
+    """Private links, the 100 cells, and the cells with the network path free (replayed), alternated `repeat`
+    times, best of each: the table's rows, and the shared / private ratios of wall-clock and CPU time, per row and
+    per dispatch (a plan of the tasks sent at one instant: through shared links FedBuff's arrivals no longer fall
+    at the same instants, so a row holds more)."""
     shared, free = "100 shared cells and the server's links", "the same, its network path free (replayed)"
     runs = {"private links": common, shared: common + [CELLS], free: common + [CELLS]}
     best: dict[str, tuple[float, float, list, int]] = {}
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10, help="synchronous rounds")
     parser.add_argument("--aggregations", type=int, default=100, help="FedBuff's aggregations (10 updates each)")
-    parser.add_argument("--repeat", type=int, default=2, help="alternate the two runs this many times, keep the best")
+    parser.add_argument("--repeat", type=int, default=2, help="alternate the three runs this many times, keep the best")
     parser.add_argument("--only", choices=("sync", "fedbuff"), help="one of the two comparisons")
     args = parser.parse_args(argv)
     print(f"network_scale on {machine()}; load average {os.getloadavg()[0]:.2f}")
