@@ -5,7 +5,8 @@ played as it is, and with every device in one of 100 cells (dealt in turn) whose
 than the sum of the ~10 devices' rates a round puts in each (so the cells bind), behind a server link that binds
 too; twice: (a) synchronous rounds of 1,000 devices; (b) FedBuff, 100 tasks in flight (about one a cell), K = 10,
 where every dispatch plans its new tasks beside those still in flight. The runs (with the third below) alternate
---repeat times, the best of each kept. The aim: through shared links within 2x of private links, per round and per aggregation.
+--repeat times, the best of each kept. The aim: through shared links within 2x of private links, per round and
+per aggregation.
 
 A third run plays the shared one with its network path free: each plan's answer through the shared links
 (Planner.contended) handed back as the shared run gave it, and no links.csv. It costs what the shared links' own
