@@ -115,7 +115,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10, help="synchronous rounds")
     parser.add_argument("--aggregations", type=int, default=100, help="FedBuff's aggregations (10 updates each)")
-    parser.add_argument("--repeat", type=int, default=2, help="alternate the three runs this many times, keep the best")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="alternate the three runs this many times, keep the best")
     parser.add_argument("--only", choices=("sync", "fedbuff"), help="one of the two comparisons")
     args = parser.parse_args(argv)
     print(f"network_scale on {machine()}; load average {os.getloadavg()[0]:.2f}")
