@@ -4,8 +4,9 @@ An asynchronous dispatch (contention.py) solves its new transfers beside the tas
 meet none of those at capacity, every earlier solve stands. Asking that of every task's profile at every dispatch
 costs as much as the solve, so the solved flows wait here as rows: one per rate segment of a flow and link it
 crosses (start, end, rate, link), each direction apart, with the task it belongs to. They wait as Python tuples,
-in the order they came: a dispatch adds a few and asks a few questions of a few hundred, which Python answers in
-less time than numpy takes to start; links.csv and the full solves read them as arrays (`Rows`).
+by link, each link's in the order they came: a dispatch adds a few and asks a few questions of the rows on its
+flows' links, which Python answers in less time than numpy takes to start; links.csv and the full solves read them
+as arrays (`Rows`).
 
 - A dispatch adds its new tasks' rows; one that solved carried tasks again replaces theirs (`record`).
 - A task that left (it arrived, dropped, or was cut) keeps its rows for links.csv, and no dispatch asks them
@@ -22,7 +23,7 @@ from __future__ import annotations
 import math
 from itertools import chain
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -80,8 +81,9 @@ class InFlightLinks:
 
     def __init__(self, topology: Topology):
         self.topology = topology
-        # per direction, rows (start, end, rate, link, task), in the order they came
-        self.rows: dict[str, list[tuple[float, float, float, int, int]]] = {direction: [] for direction in DIRECTIONS}
+        # per direction and link, rows (start, end, rate, link, task), in the order they came
+        self.rows: dict[str, dict[int, list[tuple[float, float, float, int, int]]]] = {
+            direction: {} for direction in DIRECTIONS}
         self.held: dict[int, Held] = {}   # device -> its task in flight
         self.alive: set[int] = set()      # the serial numbers of the tasks in flight
         self.serials = 0
@@ -109,10 +111,16 @@ class InFlightLinks:
         topology = self.topology
         for direction in DIRECTIONS:
             profiles = [getattr(tl, _PROFILE[direction]) for tl in timelines]
-            self.rows[direction] += (
-                _few_rows(profiles, topology.link_rows(devices, direction), t, first) if len(profiles) <= meeting.FEW
-                else _rows(profiles, topology.links(np.array(devices, dtype=np.int64), direction), t,
-                           np.arange(first, self.serials)))
+            on = self.rows[direction]
+            for row in (_few_rows(profiles, topology.link_rows(devices, direction), t, first)
+                        if len(profiles) <= meeting.FEW else
+                        _rows(profiles, topology.links(np.array(devices, dtype=np.int64), direction), t,
+                              np.arange(first, self.serials))):
+                rows = on.get(row[3])
+                if rows is None:
+                    on[row[3]] = [row]
+                else:
+                    rows.append(row)
         for d, tl, until, serial in zip(devices, timelines, offline_at, serials):
             end = tl.end_s   # a loop over its phases: once
             self.held[d] = Held(tl, end, until, serial)
@@ -129,8 +137,9 @@ class InFlightLinks:
         fresh = again + list(range(len(carried), len(devices)))
         gone = {self.held.pop(devices[i]).serial for i in again if devices[i] in self.held}
         if gone:
-            for direction, rows in self.rows.items():
-                self.rows[direction] = [row for row in rows if row[4] not in gone]
+            for direction, on in self.rows.items():
+                self.rows[direction] = {link: kept for link, rows in on.items()
+                                        if (kept := [row for row in rows if row[4] not in gone])}
             self.alive -= gone
         held, solved_again = self.held, set(again)
         for i, d in enumerate(devices[:len(carried)]):
@@ -146,10 +155,14 @@ class InFlightLinks:
                  self.since)
 
     # ---- what a dispatch asks -----------------------------------------------------------------------------
+    def all(self, direction: str) -> Iterator[tuple[float, float, float, int, int]]:
+        """Every row of this direction, link by link."""
+        return chain.from_iterable(self.rows[direction].values())
+
     def moving(self, direction: str, t: float) -> bool:
         """Some task in flight moves bytes of this direction after t."""
         alive = self.alive
-        return any(end > t and task in alive for _, end, _, _, task in self.rows[direction])
+        return any(end > t and task in alive for _, end, _, _, task in self.all(direction))
 
     def clear(self, direction: str, movers: list[tuple[float, float, float, list[int]]]) -> bool:
         """New flows, each alone at its rate over [start, end) on its links (start, end, rate, links padded with
@@ -166,11 +179,11 @@ class InFlightLinks:
                         span[link] = [start, end, rate, 1, 0.0]
                     else:
                         s[0], s[1], s[2], s[3] = min(s[0], start), max(s[1], end), s[2] + rate, s[3] + 1
-        alive, on = self.alive, span.get
-        for start, end, rate, link, task in self.rows[direction]:   # summed in row order
-            s = on(link)
-            if s is not None and end > s[0] and start < s[1] and task in alive:
-                s[4] += rate
+        alive, on = self.alive, self.rows[direction]
+        for link, s in span.items():
+            for start, end, rate, _, task in on.get(link, ()):   # summed in row order
+                if end > s[0] and start < s[1] and task in alive:
+                    s[4] += rate
         capacity = self.topology.capacities[direction]
         return all((s[4] == 0 and s[3] == 1) or s[4] + s[2] <= capacity[link] * (1 - SLACK)
                    for link, s in span.items())
@@ -178,8 +191,9 @@ class InFlightLinks:
     def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
         one order: as a set of meeting.py's, each row a flow of one link, and those links, (k, m) padded likewise."""
-        alive, wanted = self.alive, set(links.ravel().tolist()) - {-1}
-        rows = [row for row in self.rows[direction] if row[1] > t and row[3] in wanted and row[4] in alive]
+        alive, on = self.alive, self.rows[direction]
+        rows = [row for link in set(links.ravel().tolist()) - {-1} for row in on.get(link, ())
+                if row[1] > t and row[4] in alive]
         segments, padded, _ = _in_order(Rows.of(rows), t, links.shape[1])
         return segments, padded
 
@@ -198,9 +212,9 @@ class InFlightLinks:
         The rows' parts after t_end wait for the next."""
         taken = []
         for code, direction in enumerate(DIRECTIONS):
-            rows = self.rows[direction]
-            now = Rows.of([row for row in rows if row[0] < t_end])
-            self.rows[direction] = [row for row in rows if row[1] > t_end]
+            now = Rows.of([row for row in self.all(direction) if row[0] < t_end])
+            self.rows[direction] = {link: kept for link, rows in self.rows[direction].items()
+                                    if (kept := [row for row in rows if row[1] > t_end])}   # none: left out
             if not len(now.start):
                 continue
             start, end = np.maximum(now.start, self.since), np.minimum(now.end, t_end)
@@ -224,16 +238,17 @@ class InFlightLinks:
         """What a checkpoint keeps: the rows, each task in flight's serial number, end and offline instant, and
         `since` (plain values)."""
         return {"since": self.since, "serials": self.serials,
-                "rows": {direction: [list(column) for column in zip(*rows)] or [[]] * len(Rows._fields)
-                         for direction, rows in self.rows.items()},
+                "rows": {direction: [list(column) for column in zip(*self.all(direction))] or [[]] * len(Rows._fields)
+                         for direction in self.rows},
                 "held": {d: [h.end, h.offline_at, h.serial] for d, h in self.held.items()}}
 
     def restore(self, saved: dict) -> None:
         """A checkpoint's rows and tasks in flight, whose timelines `resume` hands back."""
         self.since, self.serials = saved["since"], saved.get("serials", 0)
         for direction, columns in saved.get("rows", {}).items():
-            self.rows[direction] = [(float(start), float(end), float(rate), int(link), int(task))
-                                    for start, end, rate, link, task in zip(*columns)]
+            on = self.rows[direction] = {}
+            for start, end, rate, link, task in zip(*columns):
+                on.setdefault(int(link), []).append((float(start), float(end), float(rate), int(link), int(task)))
         self.held = {d: Held(None, end, offline_at, serial) for d, (end, offline_at, serial) in
                      saved.get("held", {}).items()}
         self.alive = {h.serial for h in self.held.values()}
@@ -258,7 +273,7 @@ class KeptRows:
         self.t, self.n_links = t, len(flows.topology.capacity[direction])
         self.profile = attrgetter(_PROFILE[direction])
         owner = {flows.held[c.device].serial: i for i, c in kept.items()}   # serial -> index
-        mine = [row for row in flows.rows[direction] if row[1] > t and row[4] in owner]
+        mine = [row for row in flows.all(direction) if row[1] > t and row[4] in owner]
         owners = [owner[row[4]] for row in mine]
         self.rows, self.owner = Rows.of(mine), np.array(owners, dtype=np.int64)
         self.carried = {i: kept[i] for i in sorted(set(owners))}
