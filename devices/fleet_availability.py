@@ -93,17 +93,13 @@ class Availability(GroupSampled):
         sampled horizon while its need ends before it gets the horizon, a lower bound that decides the same
         comparisons, instead of a re-sample of the whole fleet at a doubled horizon."""
         devices = np.asarray(devices, dtype=np.int64)
-        if len(devices) and not (0 <= devices.min() and devices.max() < self.n):
+        if len(devices) <= FEW:   # numpy's calls cost more than a loop over a handful of devices
+            return np.array(self.online_until_few(devices.tolist(), t, None if needed_until is None else
+                                                  np.asarray(needed_until, dtype=float).tolist()), dtype=float)
+        if not (0 <= devices.min() and devices.max() < self.n):
             raise IndexError(f"devices out of range for {self.n} devices")
         self._cover(t)  # t < horizon from here: an offline answer is final
         while True:
-            if len(devices) <= FEW:   # numpy's calls cost more than a loop over a handful of devices
-                each = [self._until_one(d, t, None if needed_until is None else float(needed_until[i]))
-                        for i, d in enumerate(devices.tolist())]
-                if None not in each:
-                    return np.array(each, dtype=float)
-                self._sample(2 * self._horizon_s)
-                continue
             index = self._first_ending_after_each(devices, t)
             has_one = index < self._offsets[1:][devices]
             row = np.where(has_one, index, 0)
@@ -114,6 +110,19 @@ class Availability(GroupSampled):
             enough = np.zeros(len(devices), dtype=bool) if needed_until is None else needed_until < self._horizon_s
             if not (unsettled & ~enough).any():
                 return np.where(unsettled, self._horizon_s, np.where(online, ends, float(t)))
+            self._sample(2 * self._horizon_s)
+
+    def online_until_few(self, devices: list[int], t: float, needed_until: list[float] | None = None) -> list[float]:
+        """online_until_each for a few devices, as Python lists (an asynchronous dispatch's one or two new tasks):
+        device by device, the same answers."""
+        if not all(0 <= d < self.n for d in devices):
+            raise IndexError(f"devices out of range for {self.n} devices")
+        self._cover(t)  # t < horizon from here: an offline answer is final
+        while True:
+            each = [self._until_one(d, t, None if needed_until is None else needed_until[i])
+                    for i, d in enumerate(devices)]
+            if None not in each:
+                return each
             self._sample(2 * self._horizon_s)
 
     def may_change(self, answers: np.ndarray, needed_until: np.ndarray) -> np.ndarray:

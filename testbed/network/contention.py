@@ -136,16 +136,17 @@ class Downloaded(NamedTuple):
     tasks: list["_State"]
 
 
-def beside_in_flight(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline],
-                     offline_at: np.ndarray, flows: InFlightLinks,
+def beside_in_flight(topology: Topology, t: float, devices: list[int] | np.ndarray, timelines: list[Timeline],
+                     offline_at: list[float] | np.ndarray, flows: InFlightLinks,
                      downloaded: list[Downloaded] | None = None) -> list[SharedTimeline] | None:
     """contend's answer for these new tasks, to and from the server, where every task in flight keeps its solve
     (`flows`: theirs, inflight.py, whose hold says they all stand): the new transfers solved alone beside the
     flows in flight, or together where none moves in their direction, as contend solves them. None where some
     new flow may meet one in flight, or another new one, at capacity: contend decides; where only the uploads
     may, `downloaded` (a list) holds the tasks with their downloads solved, for contend to take."""
-    until = np.asarray(offline_at).tolist()
-    tasks = [_State.of_new(d, tl, t, u) for d, tl, u in zip(np.asarray(devices).tolist(), timelines, until)]
+    until = offline_at if isinstance(offline_at, list) else np.asarray(offline_at).tolist()
+    devices = devices if isinstance(devices, list) else np.asarray(devices).tolist()
+    tasks = [_State.of_new(d, tl, t, u) for d, tl, u in zip(devices, timelines, until)]
     for direction in ("down", "up"):
         flowing = [task for task in tasks if task.flow[direction] is not None]
         if flowing and not _alone_beside(topology, direction, t, flowing, flows):

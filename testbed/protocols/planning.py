@@ -6,12 +6,14 @@ together, with the tasks still in flight where an asynchronous dispatch carries 
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 import devices
 from testbed.algorithms.base import Task
+from devices.fleet_availability import FEW as FEW_ASKED
 from testbed.clock import TaskPlan, Timeline, plan_task
 from testbed.flops import compute_seconds, training_flops
 from testbed.network.contention import Carried, beside_in_flight, contend
@@ -66,71 +68,71 @@ class Planner:
         """plan_round through shared links (network/contention.py): the new tasks, and the carried ones planned
         again (those whose solve did not stand). A carried task's device is online from its dispatch to t0, so
         its on-interval's end is its offline instant."""
-        shared, until, again = self.contended(np.fromiter(tasks, np.int64, len(tasks)), list(timelines.values()),
-                                              t0, carried, server)
+        shared, until, again = self.contended(list(tasks), list(timelines.values()), t0, carried, server)
         return {d: Planned(carried[d].task, tl, plan_task(d, tl.starts[0], tl.seconds, u), False)
                 for d, (tl, u) in again.items()} | {d: self._planned(tasks[d], tl, t0, u)
-                                                    for d, tl, u in zip(tasks, shared, until.tolist())}
+                                                    for d, tl, u in zip(tasks, shared, until)}
 
-    def contended(self, ids: np.ndarray, timelines: list[Timeline], t0: float, carried: dict | None = None,
-                  server: bool = True) -> tuple[list, np.ndarray, dict]:
-        """These devices' tasks dispatched at t0 (their private timelines), with the `carried` ones in flight
-        (device -> a Planned, or what reads as one; an asynchronous dispatch's, {} at its first), through the
-        shared links: their timelines and each device's offline instant, and the carried tasks solved again
-        (device -> (timeline, offline instant)); links.csv told. Each offline instant is asked for up to the
-        instant the task needs it (as the private plan does, not re-sampling the fleet past the horizon for
-        devices online beyond it), again where the shared links made a task last longer than that.
+    def contended(self, ids, timelines: list[Timeline], t0: float, carried: dict | None = None,
+                  server: bool = True) -> tuple[list, list[float], dict]:
+        """These devices' tasks (`ids`: a list or an array) dispatched at t0 (their private timelines), with the
+        `carried` ones in flight (device -> a Planned, or what reads as one; an asynchronous dispatch's, {} at its
+        first), through the shared links: their timelines and each device's offline instant, and the carried
+        tasks solved again (device -> (timeline, offline instant)); links.csv told. Each offline instant is asked
+        for up to the instant the task needs it (as the private plan does, not re-sampling the fleet past the
+        horizon for devices online beyond it), again where the shared links made a task last longer than that.
         An asynchronous dispatch's flows wait on the links from one call to the next (network/inflight.py): where
         every carried solve stands and the new transfers meet none of them at capacity, only the new tasks are
-        solved."""
+        solved, in Python lists (a dispatch most often sends one task)."""
         flows = self.links.flows if carried is not None and server else None
-        ids = np.asarray(ids, dtype=np.int64)
-        need = np.array([t0 + sum(tl.seconds) for tl in timelines])
+        ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+        need = [t0 + sum(tl.seconds) for tl in timelines]
         downloaded = []   # the new tasks' downloads as solved beside the flows in flight, where they met none
         if flows is not None and flows.hold(carried):
             quick = self._settled(ids, t0, need, lambda until: beside_in_flight(self.topology, t0, ids, timelines,
                                                                                 until, flows, downloaded))
             if quick is not None:
-                flows.add(ids.tolist(), quick[0], quick[1].tolist(), t0)
+                flows.add(ids, *quick, t0)
                 return (*quick, {})
         carried = carried or {}
         n = len(carried)
         solved = {}
 
-        def solve(until: np.ndarray) -> list:
-            kept = tuple(map(Carried, carried, [p.timeline for p in carried.values()], until[:n].tolist()))
-            shared, solved["usage"] = contend(self.topology, t0, ids, timelines, until[n:], server, kept,
-                                              in_flight=flows, downloaded=downloaded.pop() if downloaded else None)
+        def solve(until: list[float]) -> list:
+            kept = tuple(map(Carried, carried, [p.timeline for p in carried.values()], until[:n]))
+            shared, solved["usage"] = contend(self.topology, t0, np.array(ids, dtype=np.int64), timelines, until[n:],
+                                              server, kept, in_flight=flows,
+                                              downloaded=downloaded.pop() if downloaded else None)
             return shared
 
-        shared, until = self._settled(np.concatenate([np.fromiter(carried, np.int64, n), ids]), t0,
-                                      np.concatenate([[p.plan.end_s for p in carried.values()], need]), solve)
+        shared, until = self._settled(list(carried) + ids, t0, [p.plan.end_s for p in carried.values()] + need, solve)
         if flows is not None:
-            flows.record(carried, shared, until.tolist(), ids.tolist())
+            flows.record(carried, shared, until, ids)
         else:
             self.links.solved(solved["usage"], t0)
-        again = {d: (tl, u) for (d, p), tl, u in zip(carried.items(), shared, until[:n].tolist())
-                 if tl is not p.timeline}
+        again = {d: (tl, u) for (d, p), tl, u in zip(carried.items(), shared, until[:n]) if tl is not p.timeline}
         return shared[n:], until[n:], again
 
-    def _settled(self, ids: np.ndarray, t0: float, need: np.ndarray, solve) -> tuple[list, np.ndarray] | None:
+    def _settled(self, ids: list[int], t0: float, need: list[float], solve) -> tuple[list, list[float]] | None:
         """The timelines `solve` gives these devices' tasks from their offline instants, asked for up to `need`,
         and again wherever a task now lasts longer, until the instants settle; None where `solve` gives none."""
-        until = self.fleet.availability.online_until_each(ids, t0, need)
+        availability = self.fleet.availability
+        until = (availability.online_until_few(ids, t0, need) if len(ids) <= FEW_ASKED else
+                 availability.online_until_each(np.array(ids, dtype=np.int64), t0, np.array(need)).tolist())
         while True:
             shared = solve(until)
             if shared is None:
                 return None
-            ends = np.array([tl.starts[0] + sum(tl.seconds) for tl in shared])
-            ends = np.where(np.isfinite(ends), ends, until)   # a cut task needed its device up to the cut
-            grew = ~(ends <= need)
-            if not grew.any():
+            # a cut task needed its device up to the cut
+            ends = [end if math.isfinite(end := tl.starts[0] + sum(tl.seconds)) else u for tl, u in zip(shared, until)]
+            if all(end <= needed for end, needed in zip(ends, need)):
                 return shared, until
+            grew = np.array([not (end <= needed) for end, needed in zip(ends, need)])
             need = np.maximum(need, ends)
-            answer = self._online_until_again(ids, t0, need, until, grew)
-            if answer is until or np.array_equal(answer, until):
+            answer = self._online_until_again(np.array(ids, dtype=np.int64), t0, need, np.array(until), grew)
+            if np.array_equal(answer, until):
                 return shared, until
-            until = answer
+            until, need = answer.tolist(), need.tolist()
 
     def _online_until_again(self, ids: np.ndarray, t0: float, need: np.ndarray, until: np.ndarray,
                             grew: np.ndarray) -> np.ndarray:

@@ -105,7 +105,7 @@ class Prober:
             ends = np.array([t0 + sum(tl.seconds) for tl in timelines.values()])
             online_until = self._fleet.availability.online_until_each(ids, t0, ends)
         planned = {}
-        for (d, tl), until in zip(timelines.items(), online_until.tolist()):
+        for (d, tl), until in zip(timelines.items(), np.asarray(online_until).tolist()):
             offline_at, _ = self._resources.offline_at(d, t0, tl.seconds, until)
             planned[d] = (tl, plan_task(d, t0, tl.seconds, offline_at))
         return planned
