@@ -164,7 +164,7 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
     of this direction after t, else each alone (meeting.alone_one, in Python floats: a dispatch has a few), then
     checked against the flows in flight on their links, quickly (inflight.py's clear) or else as _transfers
     does (meeting.OnLinks); False where they may meet one or crowd a link."""
-    if not flows.moving(direction, t):
+    if len(flowing) > 1 and not flows.moving(direction, t):   # one flow: alone_one is its solve (meeting.alone)
         solved, _ = _solve(topology, direction, flowing, True, loads=False)
         for task, flow in zip(flowing, _Solved.each(solved)):
             task.solved(direction, flow)
@@ -392,13 +392,15 @@ class _Solved(NamedTuple):
                                                             flows.waited_s.tolist())]
 
 
-def phase_wait(phase: Phase, timeline: Timeline | None) -> float:
+def phase_wait(phase: Phase, timeline: Timeline | None, moved: int | None = None) -> float:
     """Seconds the shared links added to a transfer phase: its length less what its device's own link would
-    have taken to move the same bytes (latency included); 0 for a compute phase or a private timeline."""
+    have taken to move the same bytes (latency included); 0 for a compute phase or a private timeline.
+    `moved`: the bytes it moved, where the caller has them (timeline.spent's)."""
     if phase.phase not in ("download", "upload") or not isinstance(timeline, SharedTimeline):
         return 0.0
     elapsed = phase.delay_s if phase.completed else phase.end_s - phase.start_s
-    moved, _ = timeline.spent(phase.phase, elapsed, phase.completed)
+    if moved is None:
+        moved, _ = timeline.spent(phase.phase, elapsed, phase.completed)
     alone = timeline.latency_s + moved / (timeline.down_Bps if phase.phase == "download" else timeline.up_Bps)
     return max(0.0, elapsed - alone) if moved else 0.0
 
@@ -411,7 +413,8 @@ class Waits:
         self.total_s, self.per_task, self.bytes = 0.0, {}, 0
 
     def add(self, phase: Phase, timeline: Timeline, nbytes: int) -> None:
-        waited = phase_wait(phase, timeline)
+        """A phase and the bytes it moved (timeline.spent's, over its span)."""
+        waited = phase_wait(phase, timeline, nbytes)
         if waited > 0:
             self.total_s += waited
             self.per_task[id(timeline)] = self.per_task.get(id(timeline), 0.0) + waited

@@ -170,6 +170,8 @@ class InFlightLinks:
         rows in flight there at any time within the new ones' span, summed, and the new ones' summed, stay SLACK
         under its capacity, or a single new flow is alone there. False where that does not show it (the exact
         check decides)."""
+        if len(movers) == 1:   # most dispatches send one task
+            return self._clear_one(direction, *movers[0])
         span: dict[int, list[float]] = {}   # link -> [first start, last end, summed rate, flows, rows' summed rate]
         for start, end, rate, links in movers:
             for link in links:
@@ -187,6 +189,19 @@ class InFlightLinks:
         capacity = self.topology.capacities[direction]
         return all((s[4] == 0 and s[3] == 1) or s[4] + s[2] <= capacity[link] * (1 - SLACK)
                    for link, s in span.items())
+
+    def _clear_one(self, direction: str, start: float, end: float, rate: float, links: list[int]) -> bool:
+        """clear for one new flow: on each of its links, alone or SLACK under the capacity with the rows there."""
+        alive, on, capacity = self.alive, self.rows[direction], self.topology.capacities[direction]
+        for link in links:
+            if link >= 0:
+                load = 0.0
+                for row_start, row_end, row_rate, _, task in on.get(link, ()):   # summed in row order
+                    if row_end > start and row_start < end and task in alive:
+                        load += row_rate
+                if load != 0 and load + rate > capacity[link] * (1 - SLACK):
+                    return False
+        return True
 
     def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
