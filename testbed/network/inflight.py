@@ -35,6 +35,7 @@ _PROFILE = {"down": "down_profile", "up": "up_profile"}
 # slack under a link's capacity within which the quick check leaves the decision to the exact one (meeting.py):
 # far above the rounding of summed rates, so a quick "they meet nowhere" is the exact check's answer too
 SLACK = 1e-6
+_INF = np.array([math.inf])   # a link's last step goes on
 
 
 class Rows(NamedTuple):
@@ -227,20 +228,26 @@ class InFlightLinks:
         The rows' parts after t_end wait for the next."""
         taken = []
         for code, direction in enumerate(DIRECTIONS):
-            now = Rows.of([row for row in self.all(direction) if row[0] < t_end])
-            self.rows[direction] = {link: kept for link, rows in self.rows[direction].items()
-                                    if (kept := [row for row in rows if row[1] > t_end])}   # none: left out
-            if not len(now.start):
+            rows = [row for row in self.all(direction) if row[0] < t_end]
+            on = self.rows[direction]
+            for link in {row[3] for row in rows if row[1] <= t_end}:   # the links whose rows end by t_end
+                kept = [row for row in on[link] if row[1] > t_end]
+                if kept:
+                    on[link] = kept
+                else:
+                    del on[link]
+            if not rows:
                 continue
+            now = Rows.of(rows)
             start, end = np.maximum(now.start, self.since), np.minimum(now.end, t_end)
             order = np.lexsort((now.rate, end, start, now.link))
             start, end, rate, link = start[order], end[order], now.rate[order], now.link[order]
-            change = np.zeros((2 * len(order), 2))
-            change[:, 0] = np.concatenate([rate, -rate])
-            change[:, 1] = np.repeat([1.0, -1.0], len(order))
+            n = len(order)
+            change = np.empty((2 * n, 2))   # each row's rate and flow count, rising at its start, falling at its end
+            change[:n, 0], change[n:, 0], change[:n, 1], change[n:, 1] = rate, -rate, 1.0, -1.0
             instants, links, sums = link_steps(np.concatenate([start, end]), np.concatenate([link, link]), change,
                                                len(self.topology.capacity[direction]))
-            ends = np.append(np.where(links[1:] == links[:-1], instants[1:], math.inf), math.inf)
+            ends = np.concatenate([np.where(links[1:] == links[:-1], instants[1:], math.inf), _INF])
             busy = sums[:, 1] > 0.5
             taken += zip([code] * int(busy.sum()), instants[busy].tolist(), links[busy].tolist(),
                          ends[busy].tolist(), sums[busy, 0].tolist())
