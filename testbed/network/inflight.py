@@ -136,12 +136,16 @@ class InFlightLinks:
         again = [i for i, (d, p) in enumerate(carried.items())
                  if self.held.get(d) is None or self.held[d].timeline is not timelines[i]]
         fresh = again + list(range(len(carried), len(devices)))
-        gone = {self.held.pop(devices[i]).serial for i in again if devices[i] in self.held}
-        if gone:
-            for direction, on in self.rows.items():
-                self.rows[direction] = {link: kept for link, rows in on.items()
-                                        if (kept := [row for row in rows if row[4] not in gone])}
-            self.alive -= gone
+        leaving = [devices[i] for i in again if devices[i] in self.held]
+        gone = {self.held.pop(d).serial for d in leaving}
+        for direction, on in self.rows.items():   # their rows are on their devices' links
+            for link in {link for row in self.topology.link_rows(leaving, direction) for link in row if link in on}:
+                kept = [row for row in on[link] if row[4] not in gone]
+                if kept:
+                    on[link] = kept
+                else:
+                    del on[link]
+        self.alive -= gone
         held, solved_again = self.held, set(again)
         for i, d in enumerate(devices[:len(carried)]):
             if i not in solved_again:   # its solve stood: only its offline instant is newer, if any
