@@ -4,9 +4,10 @@ An asynchronous dispatch (contention.py) solves its new transfers beside the tas
 meet none of those at capacity, every earlier solve stands. Asking that of every task's profile at every dispatch
 costs as much as the solve, so the solved flows wait here as rows: one per rate segment of a flow and link it
 crosses (start, end, rate, link), each direction apart, with the task it belongs to. They wait as Python tuples,
-by link, each link's in the order they came: a dispatch adds a few and asks a few questions of the rows on its
-flows' links, which Python answers in less time than numpy takes to start; links.csv and the full solves read them
-as arrays (`Rows`).
+by link, each link's by end (in the order they came where their ends tie): a dispatch adds a few and asks a few
+questions of the rows on its flows' links that end after its flows start (of the server link's hundred, a few),
+which Python answers in less time than numpy takes to start; links.csv and the full solves read them as arrays
+(`Rows`).
 
 - A dispatch adds its new tasks' rows; one that solved carried tasks again replaces theirs (`record`).
 - A task that left (it arrived, dropped, or was cut) keeps its rows for links.csv, and no dispatch asks them
@@ -21,8 +22,9 @@ as arrays (`Rows`).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right, insort
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Iterator, NamedTuple
 
 import numpy as np
@@ -32,6 +34,7 @@ from testbed.network.topology import DIRECTIONS, Topology
 from testbed.network.uncongested import link_steps
 
 _PROFILE = {"down": "down_profile", "up": "up_profile"}
+_END = itemgetter(1)   # a row's end
 # slack under a link's capacity within which the quick check leaves the decision to the exact one (meeting.py):
 # far above the rounding of summed rates, so a quick "they meet nowhere" is the exact check's answer too
 SLACK = 1e-6
@@ -82,7 +85,7 @@ class InFlightLinks:
 
     def __init__(self, topology: Topology):
         self.topology = topology
-        # per direction and link, rows (start, end, rate, link, task), in the order they came
+        # per direction and link, rows (start, end, rate, link, task), by end, in the order they came at a tie
         self.rows: dict[str, dict[int, list[tuple[float, float, float, int, int]]]] = {
             direction: {} for direction in DIRECTIONS}
         self.held: dict[int, Held] = {}   # device -> its task in flight
@@ -120,8 +123,10 @@ class InFlightLinks:
                 rows = on.get(row[3])
                 if rows is None:
                     on[row[3]] = [row]
-                else:
+                elif rows[-1][1] <= row[1]:
                     rows.append(row)
+                else:
+                    insort(rows, row, key=_END)
         for d, tl, until, serial in zip(devices, timelines, offline_at, serials):
             end = tl.end_s   # a loop over its phases: once
             self.held[d] = Held(tl, end, until, serial)
@@ -188,8 +193,8 @@ class InFlightLinks:
                         s[0], s[1], s[2], s[3] = min(s[0], start), max(s[1], end), s[2] + rate, s[3] + 1
         alive, on = self.alive, self.rows[direction]
         for link, s in span.items():
-            for start, end, rate, _, task in on.get(link, ()):   # summed in row order
-                if end > s[0] and start < s[1] and task in alive:
+            for start, end, rate, _, task in _ending_after(on.get(link, ()), s[0]):   # summed in row order
+                if start < s[1] and task in alive:
                     s[4] += rate
         capacity = self.topology.capacities[direction]
         return all((s[4] == 0 and s[3] == 1) or s[4] + s[2] <= capacity[link] * (1 - SLACK)
@@ -201,8 +206,8 @@ class InFlightLinks:
         for link in links:
             if link >= 0:
                 load = 0.0
-                for row_start, row_end, row_rate, _, task in on.get(link, ()):   # summed in row order
-                    if row_end > start and row_start < end and task in alive:
+                for row_start, _, row_rate, _, task in _ending_after(on.get(link, ()), start):   # summed in row order
+                    if row_start < end and task in alive:
                         load += row_rate
                 if load != 0 and load + rate > capacity[link] * (1 - SLACK):
                     return False
@@ -212,8 +217,8 @@ class InFlightLinks:
         """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
         one order: as a set of meeting.py's, each row a flow of one link, and those links, (k, m) padded likewise."""
         alive, on = self.alive, self.rows[direction]
-        rows = [row for link in set(links.ravel().tolist()) - {-1} for row in on.get(link, ())
-                if row[1] > t and row[4] in alive]
+        rows = [row for link in set(links.ravel().tolist()) - {-1} for row in _ending_after(on.get(link, ()), t)
+                if row[4] in alive]
         segments, padded, _ = _in_order(Rows.of(rows), t, links.shape[1])
         return segments, padded
 
@@ -235,10 +240,8 @@ class InFlightLinks:
             rows = [row for row in self.all(direction) if row[0] < t_end]
             on = self.rows[direction]
             for link in {row[3] for row in rows if row[1] <= t_end}:   # the links whose rows end by t_end
-                kept = [row for row in on[link] if row[1] > t_end]
-                if kept:
-                    on[link] = kept
-                else:
+                del on[link][:bisect_right(on[link], t_end, key=_END)]
+                if not on[link]:
                     del on[link]
             if not rows:
                 continue
@@ -275,6 +278,8 @@ class InFlightLinks:
             on = self.rows[direction] = {}
             for start, end, rate, link, task in zip(*columns):
                 on.setdefault(int(link), []).append((float(start), float(end), float(rate), int(link), int(task)))
+            for rows in on.values():   # an older testbed's checkpoint kept them in the order they came
+                rows.sort(key=_END)
         self.held = {d: Held(None, end, offline_at, serial) for d, (end, offline_at, serial) in
                      saved.get("held", {}).items()}
         self.alive = {h.serial for h in self.held.values()}
@@ -342,6 +347,11 @@ def _few_rows(profiles: list, links: list[list[int]], t: float, first: int) -> l
     the same rows in the same order, without numpy."""
     return [(start, end, rate, link, first + flow) for start, end, rate, flow in meeting.few_segments(profiles, t)
             for link in links[flow] if link >= 0]
+
+
+def _ending_after(rows: list[tuple], t: float) -> list[tuple]:
+    """The rows of one link (by end) that end after t."""
+    return rows[bisect_right(rows, t, key=_END):] if rows and rows[0][1] <= t else rows
 
 
 def _wanted(n_links: int, *links: np.ndarray) -> np.ndarray:
