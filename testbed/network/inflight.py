@@ -99,7 +99,10 @@ class InFlightLinks:
         """The tasks in flight now (device -> what has a .timeline): those that left are let go; True where
         the rows are those of exactly these tasks, and each one's solve stands (it ends before its device goes
         offline), so that new flows meeting none of them leave every solve as it is."""
-        for d in self.held.keys() - carried.keys():
+        # every task in flight was held (add, record): most often one left, the one whose arrival dispatches
+        left = (self.held.keys() - carried.keys() if len(self.held) != len(carried) + 1 else
+                [next(d for d in self.held if d not in carried)])
+        for d in left:
             self.alive.discard(self.held.pop(d).serial)
             self.unsteady.discard(d)
         # carried timelines change only through record (planning.contended): the same devices are the same tasks
