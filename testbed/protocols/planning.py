@@ -1,8 +1,8 @@
 """How a task plays out on the clock: its timeline (bytes over the links, FLOPs over the device's FLOP/s at its
-capability tier, or with compute: latency the predicted time of its steps, testbed/latency/clock.py) and its plan until its device goes offline or its battery empties (clock.plan_task), for the
-tasks dispatched at one instant together; through shared links (testbed/network/) their transfers are solved
-together, with the tasks still in flight where an asynchronous dispatch carries them. A part of the kit
-(kit.py): its `planner`.
+capability tier, or with compute: latency the predicted time of its steps, testbed/latency/clock.py) and its plan
+until its device goes offline or its battery empties (clock.plan_task), for the tasks dispatched at one instant
+together; through shared links (testbed/network/) their transfers are solved together, with the tasks still in
+flight where an asynchronous dispatch carries them. A part of the kit (kit.py): its `planner`.
 """
 from __future__ import annotations
 
