@@ -20,8 +20,9 @@ import simpy
 
 from testbed import migrations
 from testbed.algorithms.base import Arrival, Failure, Params, ServerState, Strategy
-from testbed.checkpoint import Checkpoint
+from testbed.checkpoint import FILE, Checkpoint
 from testbed.contracts import Contracts
+from testbed.errors import TestbedError
 from testbed.execution.placement import Placement
 from testbed.flops import compute_seconds
 from testbed.network.linklog import LinkLog
@@ -67,12 +68,22 @@ class Server:
     def begin(self) -> Start:
         """The server state to start from: fresh, or the checkpoint's, with the streams, the devices' kept state
         and their resources restored."""
-        start, restored = self._checkpoint, self._restored
-        if start is not None and "selection" in start.protocol:
-            restored.participation.resume(start.protocol["selection"])
+        start = self._checkpoint
         if start is None:
             state = self._contracts.state(self._strategy.init(self._params), "init")
             return Start(replace(state, clients=self._device_state), 0, False, False, {})
+        try:
+            return self._resumed(start)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+            # a checkpoint that loads (its pickle whole) may still hold damaged values: a key, a state of the wrong form
+            raise TestbedError(f"{FILE} in the run folder is damaged ({type(err).__name__}: {err} while restoring "
+                               "the run); run without --resume to start over") from None
+
+    def _resumed(self, start: Checkpoint) -> Start:
+        """The checkpoint's server state, with what it restores besides."""
+        restored = self._restored
+        if "selection" in start.protocol:
+            restored.participation.resume(start.protocol["selection"])
         self._device_state.update(start.state.clients)
         restored.resources.restore(start.resources)
         # an aggregation's transfers still under way

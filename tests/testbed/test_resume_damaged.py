@@ -96,3 +96,23 @@ def test_a_row_removed_before_the_checkpoint_is_refused(tmp_path):
     (run / "rounds.csv").write_bytes(b"\r\n".join(rows[:2] + rows[3:]))   # round 2 removed
     with pytest.raises(TestbedError, match="rounds.csv: shorter than its checkpoint says"):
         _resume(tmp_path)
+
+
+@pytest.mark.parametrize("damage, says", [("stream key", "KeyError: 'has_uint32'"),
+                                          ("stream of another kind", "ValueError: state must be for a PCG64 RNG")])
+def test_a_checkpoint_that_loads_but_holds_damaged_values_is_refused_in_one_line(tmp_path, damage, says):
+    # a byte garbled inside one of its dict keys leaves the pickle whole (the fuzz test found 'has_uint32' so)
+    import torch
+
+    from testbed import checkpoint
+    run = _killed_after_round_5(tmp_path)
+    saved = torch.load(run / checkpoint.FILE, weights_only=False)
+    if damage == "stream key":
+        saved["selection"]["has_uint3\x00"] = saved["selection"].pop("has_uint32")
+    else:
+        saved["strategy_rng"] = {"bit_generator": "MT19937"}
+    torch.save(saved, run / checkpoint.FILE)
+    with pytest.raises(TestbedError) as refused:
+        _resume(tmp_path)
+    assert str(refused.value) == (f"checkpoint.pt in the run folder is damaged ({says} while restoring the run); run "
+                                  f"without --resume to start over (rounds so far kept in {run})")
