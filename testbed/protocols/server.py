@@ -3,7 +3,7 @@
 - `begin`: the server state a run starts from: the strategy's initial state (checked by its contract), or a
   checkpoint's, with what the checkpoint restores (the devices' kept state, their resources, the participation's
   record, the shared links' transfers still under way, the selection and strategy streams) and what the protocol
-  kept there, on the server's device.
+  kept there, on the server's device; a checkpoint whose values do not restore (damaged) is refused in one line.
 - `aggregate`: the strategy's aggregation, checked by its contract: every protocol's one way to aggregate.
 - `compute`: the server's own compute after aggregating (a strategy's metrics["server_flops"]) on the server
   profile's clock, as rows of events.csv (device SERVER, phase "server").
