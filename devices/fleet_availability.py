@@ -94,8 +94,8 @@ class Availability(GroupSampled):
         comparisons, instead of a re-sample of the whole fleet at a doubled horizon."""
         devices = np.asarray(devices, dtype=np.int64)
         if len(devices) <= FEW:   # numpy's calls cost more than a loop over a handful of devices
-            return np.array(self.online_until_few(devices.tolist(), t, None if needed_until is None else
-                                                  np.asarray(needed_until, dtype=float).tolist()), dtype=float)
+            return np.array(self._until_few(devices.tolist(), t, None if needed_until is None else
+                                            np.asarray(needed_until, dtype=float).tolist()), dtype=float)
         if not (0 <= devices.min() and devices.max() < self.n):
             raise IndexError(f"devices out of range for {self.n} devices")
         self._cover(t)  # t < horizon from here: an offline answer is final
@@ -112,9 +112,17 @@ class Availability(GroupSampled):
                 return np.where(unsettled, self._horizon_s, np.where(online, ends, float(t)))
             self._sample(2 * self._horizon_s)
 
-    def online_until_few(self, devices: list[int], t: float, needed_until: list[float] | None = None) -> list[float]:
-        """online_until_each for a few devices, as Python lists (an asynchronous dispatch's one or two new tasks):
-        device by device, the same answers."""
+    def online_until_list(self, devices: list[int], t: float,
+                          needed_until: list[float] | None = None) -> list[float]:
+        """online_until_each with Python lists in and out (an asynchronous dispatch's one or two new tasks, or the
+        ~100 in flight): the same answers, without numpy's calls for a few devices."""
+        if len(devices) <= FEW:
+            return self._until_few(devices, t, needed_until)
+        return self.online_until_each(np.array(devices, dtype=np.int64), t,
+                                      None if needed_until is None else np.array(needed_until)).tolist()
+
+    def _until_few(self, devices: list[int], t: float, needed_until: list[float] | None) -> list[float]:
+        """online_until_each for a few devices, device by device, as Python lists."""
         if not all(0 <= d < self.n for d in devices):
             raise IndexError(f"devices out of range for {self.n} devices")
         self._cover(t)  # t < horizon from here: an offline answer is final

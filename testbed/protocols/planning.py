@@ -13,7 +13,6 @@ import numpy as np
 
 import devices
 from testbed.algorithms.base import Task
-from devices.fleet_availability import FEW as FEW_ASKED
 from testbed.clock import TaskPlan, Timeline, plan_task
 from testbed.flops import compute_seconds, training_flops
 from testbed.network.contention import Carried, beside_in_flight, contend
@@ -73,9 +72,9 @@ class Planner:
                 for d, (tl, u) in again.items()} | {d: self._planned(tasks[d], tl, t0, u)
                                                     for d, tl, u in zip(tasks, shared, until)}
 
-    def contended(self, ids, timelines: list[Timeline], t0: float, carried: dict | None = None,
+    def contended(self, ids: list[int], timelines: list[Timeline], t0: float, carried: dict | None = None,
                   server: bool = True) -> tuple[list, list[float], dict]:
-        """These devices' tasks (`ids`: a list or an array) dispatched at t0 (their private timelines), with the
+        """These devices' tasks dispatched at t0 (their private timelines), with the
         `carried` ones in flight (device -> a Planned, or what reads as one; an asynchronous dispatch's, {} at its
         first), through the shared links: their timelines and each device's offline instant, and the carried
         tasks solved again (device -> (timeline, offline instant)); links.csv told. Each offline instant is asked
@@ -85,7 +84,6 @@ class Planner:
         every carried solve stands and the new transfers meet none of them at capacity, only the new tasks are
         solved, in Python lists (a dispatch most often sends one task)."""
         flows = self.links.flows if carried is not None and server else None
-        ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
         need = [t0 + sum(tl.seconds) for tl in timelines]
         downloaded = []   # the new tasks' downloads as solved beside the flows in flight, where they met none
         if flows is not None and flows.hold(carried):
@@ -116,20 +114,18 @@ class Planner:
     def _settled(self, ids: list[int], t0: float, need: list[float], solve) -> tuple[list, list[float]] | None:
         """The timelines `solve` gives these devices' tasks from their offline instants, asked for up to `need`,
         and again wherever a task now lasts longer, until the instants settle; None where `solve` gives none."""
-        availability = self.fleet.availability
-        until = (availability.online_until_few(ids, t0, need) if len(ids) <= FEW_ASKED else
-                 availability.online_until_each(np.array(ids, dtype=np.int64), t0, np.array(need)).tolist())
+        until = self.fleet.availability.online_until_list(ids, t0, need)
         while True:
             shared = solve(until)
             if shared is None:
                 return None
             # a cut task needed its device up to the cut
             ends = [end if math.isfinite(end := tl.starts[0] + sum(tl.seconds)) else u for tl, u in zip(shared, until)]
-            if all(end <= needed for end, needed in zip(ends, need)):
+            grew = [not (end <= needed) for end, needed in zip(ends, need)]
+            if not any(grew):
                 return shared, until
-            grew = np.array([not (end <= needed) for end, needed in zip(ends, need)])
             need = np.maximum(need, ends)
-            answer = self._online_until_again(np.array(ids, dtype=np.int64), t0, need, np.array(until), grew)
+            answer = self._online_until_again(np.array(ids, dtype=np.int64), t0, need, np.array(until), np.array(grew))
             if np.array_equal(answer, until):
                 return shared, until
             until, need = answer.tolist(), need.tolist()

@@ -99,7 +99,7 @@ class Prober:
         timelines = {d: self._planner.timeline(d, bytes_down, self._forward_flops * int(self._num_samples[d]),
                                                PROBE_BYTES, float(capacity[d]), t0) for d in ids.tolist()}
         if self._shared:   # the probes' transfers share the links too, solved together
-            shared, online_until, _ = self._planner.contended(ids, list(timelines.values()), t0)
+            shared, online_until, _ = self._planner.contended(ids.tolist(), list(timelines.values()), t0)
             timelines = dict(zip(timelines, shared))
         else:
             ends = np.array([t0 + sum(tl.seconds) for tl in timelines.values()])
