@@ -76,8 +76,8 @@ class Server:
             return self._resumed(start)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
             # a checkpoint that loads (its pickle whole) may still hold damaged values: a key, a state of the wrong form
-            raise TestbedError(f"{FILE} in the run folder is damaged ({type(err).__name__}: {err} while restoring "
-                               "the run); run without --resume to start over") from None
+            raise TestbedError(f"{FILE} is damaged ({type(err).__name__}: {err}); run without --resume to start "
+                               "over") from None
 
     def _resumed(self, start: Checkpoint) -> Start:
         """The checkpoint's server state, with what it restores besides."""

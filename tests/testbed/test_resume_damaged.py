@@ -114,5 +114,5 @@ def test_a_checkpoint_that_loads_but_holds_damaged_values_is_refused_in_one_line
     torch.save(saved, run / checkpoint.FILE)
     with pytest.raises(TestbedError) as refused:
         _resume(tmp_path)
-    assert str(refused.value) == (f"checkpoint.pt in the run folder is damaged ({says} while restoring the run); run "
-                                  f"without --resume to start over (rounds so far kept in {run})")
+    assert str(refused.value) == (f"checkpoint.pt is damaged ({says}); run without --resume to start over "
+                                  f"(rounds so far kept in {run})")
