@@ -146,6 +146,8 @@ def beside_in_flight(topology: Topology, t: float, devices: list[int] | np.ndarr
     may, `downloaded` (a list) holds the tasks with their downloads solved, for contend to take."""
     until = offline_at if isinstance(offline_at, list) else np.asarray(offline_at).tolist()
     devices = devices if isinstance(devices, list) else np.asarray(devices).tolist()
+    if len(devices) == 1 and (one := _one_beside(topology, t, devices[0], timelines[0], until[0], flows)):
+        return [one]   # else the steps below find where it may meet one (and keep its download where that stands)
     tasks = [_State.of_new(d, tl, t, u) for d, tl, u in zip(devices, timelines, until)]
     for direction in ("down", "up"):
         flowing = [task for task in tasks if task.flow[direction] is not None]
@@ -157,6 +159,48 @@ def beside_in_flight(topology: Topology, t: float, devices: list[int] | np.ndarr
             if downloaded is not None:
                 downloaded[:] = [Downloaded(until, tasks)]
     return [task.timeline() for task in tasks]
+
+
+def _one_beside(topology: Topology, t: float, device: int, tl: Timeline, until: float,
+                flows: InFlightLinks) -> SharedTimeline | None:
+    """beside_in_flight's steps for one new task (most dispatches send one), without a _State: its download and
+    then its upload, each alone on its links and clear of the flows in flight (InFlightLinks.clear_one); None
+    where either may meet one."""
+    down = _one_flow(topology, flows, "down", device, t, t + tl.latency_s, tl.bytes_down, tl.down_Bps, until,
+                     tl.latency_s + tl.bytes_down / tl.down_Bps)
+    if down is None:
+        return None
+    t_compute = t + down[0]   # compute_done's additions
+    t_upload = t_compute + tl.seconds[1]
+    if math.isfinite(t_upload) and t_upload + tl.latency_s < until:
+        up = _one_flow(topology, flows, "up", device, t_upload, t_upload + tl.latency_s, tl.bytes_up, tl.up_Bps, until,
+                       tl.latency_s + tl.bytes_up / tl.up_Bps)
+        if up is None:
+            return None
+    else:
+        up = (math.inf, NO_FLOW)   # offline before its upload flows
+    return SharedTimeline(tl.bytes_down, tl.flops, tl.bytes_up, tl.latency_s, tl.down_Bps, tl.up_Bps,
+                          (down[0], tl.seconds[1], up[0]), (t, t_compute, t_upload), down[1], up[1])
+
+
+def _one_flow(topology: Topology, flows: InFlightLinks, direction: str, device: int, phase_start: float,
+              start: float, nbytes: int, cap: float, until: float, private_s: float) -> tuple[float, Profile] | None:
+    """One new flow solved alone (meeting.alone_one) where it is clear of the flows in flight: its phase's
+    seconds and its profile; None where it may meet one."""
+    links = topology.link_rows([device], direction)[0]
+    end, moved, done, waited, rate = meeting.alone_one(start, float(nbytes), cap, links, until,
+                                                       topology.capacities[direction])
+    if rate is not None and not flows.clear_one(direction, start, end, rate, links):
+        return None
+    return _alone_result(phase_start, start, private_s, end, moved, done, waited, rate is not None)
+
+
+def _alone_result(phase_start: float, start: float, private_s: float, end: float, moved: float, done: bool,
+                  waited: float, moves: bool) -> tuple[float, Profile]:
+    """A new flow's phase seconds and profile from its solve alone, as _State.solved makes them: its private
+    seconds bit for bit where it never waited."""
+    profile = ((start, end), (0.0, 0.0 + moved)) if moves else ((end,), (0.0 + moved,))
+    return (math.inf if not done else private_s if waited == 0 else end - phase_start), profile
 
 
 def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_State], flows: InFlightLinks) -> bool:
@@ -184,10 +228,13 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
                                topology.capacity[direction])
         if both.apart_fails() or both.meeting().any():
             return False
+    k = 0 if direction == "down" else 1
     for task, (end, moved, done, waited, rate) in zip(flowing, each):
         start = task.flow[direction][0]
-        task.solved(direction, _Solved((start,), (0.0,), end, moved, done, waited) if rate is not None else
-                    _Solved((), (), end, moved, done, waited))
+        task.flow[direction] = None
+        task.seconds[2 * k], task.profile[direction] = _alone_result(task.t_upload if k else task.t0, start,
+                                                                     task.private[k], end, moved, done, waited,
+                                                                     rate is not None)
     return True
 
 

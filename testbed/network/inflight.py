@@ -184,7 +184,7 @@ class InFlightLinks:
         under its capacity, or a single new flow is alone there. False where that does not show it (the exact
         check decides)."""
         if len(movers) == 1:   # most dispatches send one task
-            return self._clear_one(direction, *movers[0])
+            return self.clear_one(direction, *movers[0])
         span: dict[int, list[float]] = {}   # link -> [first start, last end, summed rate, flows, rows' summed rate]
         for start, end, rate, links in movers:
             for link in links:
@@ -203,7 +203,7 @@ class InFlightLinks:
         return all((s[4] == 0 and s[3] == 1) or s[4] + s[2] <= capacity[link] * (1 - SLACK)
                    for link, s in span.items())
 
-    def _clear_one(self, direction: str, start: float, end: float, rate: float, links: list[int]) -> bool:
+    def clear_one(self, direction: str, start: float, end: float, rate: float, links: list[int]) -> bool:
         """clear for one new flow: on each of its links, alone or SLACK under the capacity with the rows there."""
         alive, on, capacity = self.alive, self.rows[direction], self.topology.capacities[direction]
         for link in links:
