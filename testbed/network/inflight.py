@@ -35,6 +35,7 @@ from testbed.network.uncongested import link_steps
 
 _PROFILE = {"down": "down_profile", "up": "up_profile"}
 _END = itemgetter(1)   # a row's end
+_START_CODE_LINK = itemgetter(1, 0, 2)   # links.csv's order of take's rows (direction code, start, link, end, Bps)
 # slack under a link's capacity within which the quick check leaves the decision to the exact one (meeting.py):
 # far above the rounding of summed rates, so a quick "they meet nowhere" is the exact check's answer too
 SLACK = 1e-6
@@ -111,30 +112,41 @@ class InFlightLinks:
     def add(self, devices: list[int], timelines: list, offline_at: list[float], t: float) -> None:
         """New tasks in flight (their timelines: contention.SharedTimeline; their devices' offline instants),
         their rows from t on."""
+        if len(devices) <= meeting.FEW:   # a dispatch's few (most often one): task by task, in Python
+            for d, tl, until in zip(devices, timelines, offline_at):
+                self._add_one(d, tl, until, t)
+            return
         first = self.serials
-        serials = range(first, first + len(devices))
         self.serials += len(devices)
-        self.alive.update(serials)
-        topology = self.topology
+        self.alive.update(range(first, self.serials))
         for direction in DIRECTIONS:
-            profiles = [getattr(tl, _PROFILE[direction]) for tl in timelines]
             on = self.rows[direction]
-            for row in (_few_rows(profiles, topology.link_rows(devices, direction), t, first)
-                        if len(profiles) <= meeting.FEW else
-                        _rows(profiles, topology.links(np.array(devices, dtype=np.int64), direction), t,
-                              np.arange(first, self.serials))):
-                rows = on.get(row[3])
-                if rows is None:
-                    on[row[3]] = [row]
-                elif rows[-1][1] <= row[1]:
-                    rows.append(row)
-                else:
-                    insort(rows, row, key=_END)
-        for d, tl, until, serial in zip(devices, timelines, offline_at, serials):
-            end = tl.end_s   # a loop over its phases: once
-            self.held[d] = Held(tl, end, until, serial)
-            if end > until:
-                self.unsteady.add(d)
+            for row in _rows([getattr(tl, _PROFILE[direction]) for tl in timelines],
+                             self.topology.links(np.array(devices, dtype=np.int64), direction), t,
+                             np.arange(first, self.serials)):
+                _insert(on, row)
+        for serial, (d, tl, until) in enumerate(zip(devices, timelines, offline_at), start=first):
+            self._hold_new(d, tl, until, serial)
+
+    def _add_one(self, device: int, timeline, offline_at: float, t: float) -> None:
+        """add for one task: each segment of its flows (meeting.few_segments' arithmetic) on each of its links."""
+        serial = self.serials
+        self.serials += 1
+        self.alive.add(serial)
+        for direction, (times, moved) in zip(DIRECTIONS, (timeline.down_profile, timeline.up_profile)):
+            on, links = self.rows[direction], self.topology.link_rows([device], direction)[0]
+            for s, e, m0, m1 in zip(times, times[1:], moved, moved[1:]):
+                if e > max(s, t):
+                    for link in links:
+                        if link >= 0:
+                            _insert(on, (max(s, t), e, (m1 - m0) / (e - s), link, serial))
+        self._hold_new(device, timeline, offline_at, serial)
+
+    def _hold_new(self, device: int, timeline, offline_at: float, serial: int) -> None:
+        end = timeline.end_s   # a loop over its phases: once
+        self.held[device] = Held(timeline, end, offline_at, serial)
+        if end > offline_at:
+            self.unsteady.add(device)
 
     def record(self, carried: dict, timelines: list, offline_at: list[float], new: list[int]) -> None:
         """After a full solve: the carried tasks (device -> its earlier .timeline), then the `new` devices'
@@ -262,8 +274,8 @@ class InFlightLinks:
             taken += zip([code] * int(busy.sum()), instants[busy].tolist(), links[busy].tolist(),
                          ends[busy].tolist(), sums[busy, 0].tolist())
         self.since = t_end
-        return [(DIRECTIONS[code], link, start, end, bps) for start, code, link, end, bps in sorted(
-            (start, code, link, end, bps) for code, start, link, end, bps in taken)]
+        taken.sort(key=_START_CODE_LINK)   # a link has one row an instant: no ties
+        return [(DIRECTIONS[code], link, start, end, bps) for code, start, link, end, bps in taken]
 
     # ---- a checkpoint -------------------------------------------------------------------------------------
     def saved(self) -> dict:
@@ -345,11 +357,15 @@ def _rows(profiles: list, links: np.ndarray, t: float, serials: np.ndarray) -> l
     return Rows(*(column[row] for column in segments[:3]), links[row, place], serials[segments.flow][row]).tuples()
 
 
-def _few_rows(profiles: list, links: list[list[int]], t: float, first: int) -> list[tuple]:
-    """_rows of a few flows (a dispatch's new tasks, serial numbers from `first`), segment by segment in Python:
-    the same rows in the same order, without numpy."""
-    return [(start, end, rate, link, first + flow) for start, end, rate, flow in meeting.few_segments(profiles, t)
-            for link in links[flow] if link >= 0]
+def _insert(on: dict[int, list[tuple]], row: tuple) -> None:
+    """A row into its link's list, by end (after those of the same end)."""
+    rows = on.get(row[3])
+    if rows is None:
+        on[row[3]] = [row]
+    elif rows[-1][1] <= row[1]:
+        rows.append(row)
+    else:
+        insort(rows, row, key=_END)
 
 
 def _ending_after(rows: list[tuple], t: float) -> list[tuple]:
