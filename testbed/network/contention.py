@@ -98,7 +98,7 @@ class Usage:
 
 def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[Timeline], offline_at: np.ndarray,
             server: bool = True, carried: tuple[Carried, ...] = (), keep: bool = True,
-            in_flight: InFlightLinks | None = None, downloaded: "Downloaded | None" = None
+            in_flight: InFlightLinks | None = None, beside: "Beside | None" = None
             ) -> tuple[list[SharedTimeline], Usage]:
     """These devices' tasks dispatched at t (their private timelines, in the same order), through their cells'
     links and, with `server`, their backhauls' and the server's (without: to and from their cell's edge server,
@@ -108,42 +108,57 @@ def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[T
     the links' usage from t on the links the solve crossed. Without `keep`, every carried task is solved again
     (what the tests compare the kept solves with). `in_flight`: an asynchronous run's flows (inflight.py),
     whose rows give the kept tasks' segments, where it holds them; the usage is then left to them (empty).
-    `downloaded`: these tasks' downloads as beside_in_flight solved them (they met no flow in flight), which
-    stand where every carried task keeps its solve and the offline instants are those it had."""
+    `beside`: what beside_in_flight found of these tasks where it gave no answer (their downloads, where those
+    met no flow in flight; where and whom they met), which stands where every carried task keeps its solve and
+    the offline instants are those it had."""
     kept = {i: c for i, c in enumerate(carried) if keep and _stands(c)}
     offline_at = np.asarray(offline_at).tolist()
     usage = Usage([])
-    if downloaded is not None and len(kept) == len(carried) and downloaded.offline_at == offline_at:
-        tasks = dict(enumerate(downloaded.tasks, start=len(carried)))
+    if beside is None or len(kept) < len(carried) or beside.offline_at != offline_at:
+        beside = None
+    if beside is not None and beside.downloaded is not None:
+        tasks = dict(enumerate(beside.downloaded, start=len(carried)))
     else:
         tasks = {i: _State.of_carried(c, t) for i, c in enumerate(carried) if i not in kept}
         tasks |= {len(carried) + i: _State.of_new(int(d), tl, t, until)
                   for i, (d, tl, until) in enumerate(zip(np.asarray(devices).tolist(), timelines, offline_at))}
-        _transfers(topology, "down", t, tasks, kept, lambda c: _State.of_carried(c, t), server, usage, in_flight)
+        _transfers(topology, "down", t, tasks, kept, lambda c: _State.of_carried(c, t), server, usage, in_flight,
+                   beside.met if beside is not None and beside.met.direction == "down" else None)
         for task in tasks.values():
             task.compute_done()
     _transfers(topology, "up", t, tasks, kept, lambda c: _State.of_carried(c, t, keep_download=True), server, usage,
-               in_flight)
+               in_flight, beside.met if beside is not None and beside.met.direction == "up" else None)
     return [tasks[i].timeline() if i in tasks else carried[i].timeline
             for i in range(len(carried) + len(timelines))], usage
 
 
-class Downloaded(NamedTuple):
-    """New tasks whose downloads beside_in_flight solved (they met no flow in flight), with the offline instants
-    it had: contend takes them as they are (the uploads still to solve)."""
+class Met(NamedTuple):
+    """Where beside_in_flight's exact check (meeting.OnLinks) failed: the direction, whether the new flows solved
+    each alone crowd a link together, and else the tasks in flight (serial numbers) whose rows they meet at
+    capacity. It is the first pass of contend's loop for that direction (_transfers), which takes it as it is."""
+
+    direction: str
+    crowded: bool
+    serials: list[int]
+
+
+class Beside(NamedTuple):
+    """What beside_in_flight found where it gave no answer, with the offline instants it had: the new tasks with
+    their downloads solved (where only the uploads may meet a flow in flight; else None), and where they met."""
 
     offline_at: list[float]
-    tasks: list["_State"]
+    downloaded: list["_State"] | None
+    met: Met
 
 
 def beside_in_flight(topology: Topology, t: float, devices: list[int] | np.ndarray, timelines: list[Timeline],
                      offline_at: list[float] | np.ndarray, flows: InFlightLinks,
-                     downloaded: list[Downloaded] | None = None) -> list[SharedTimeline] | None:
+                     found: list[Beside] | None = None) -> list[SharedTimeline] | None:
     """contend's answer for these new tasks, to and from the server, where every task in flight keeps its solve
     (`flows`: theirs, inflight.py, whose hold says they all stand): the new transfers solved alone beside the
     flows in flight, or together where none moves in their direction, as contend solves them. None where some
-    new flow may meet one in flight, or another new one, at capacity: contend decides; where only the uploads
-    may, `downloaded` (a list) holds the tasks with their downloads solved, for contend to take."""
+    new flow may meet one in flight, or another new one, at capacity: contend decides, and `found` (a list)
+    holds what it may take from here (Beside)."""
     until = offline_at if isinstance(offline_at, list) else np.asarray(offline_at).tolist()
     devices = devices if isinstance(devices, list) else np.asarray(devices).tolist()
     if len(devices) == 1 and (one := _one_beside(topology, t, devices[0], timelines[0], until[0], flows)):
@@ -151,13 +166,14 @@ def beside_in_flight(topology: Topology, t: float, devices: list[int] | np.ndarr
     tasks = [_State.of_new(d, tl, t, u) for d, tl, u in zip(devices, timelines, until)]
     for direction in ("down", "up"):
         flowing = [task for task in tasks if task.flow[direction] is not None]
-        if flowing and not _alone_beside(topology, direction, t, flowing, flows):
+        met = _alone_beside(topology, direction, t, flowing, flows) if flowing else None
+        if met is not None:
+            if found is not None:
+                found[:] = [Beside(until, tasks if direction == "up" else None, met)]
             return None
         if direction == "down":
             for task in tasks:
                 task.compute_done()
-            if downloaded is not None:
-                downloaded[:] = [Downloaded(until, tasks)]
     return [task.timeline() for task in tasks]
 
 
@@ -203,16 +219,17 @@ def _alone_result(phase_start: float, start: float, private_s: float, end: float
     return (math.inf if not done else private_s if waited == 0 else end - phase_start), profile
 
 
-def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_State], flows: InFlightLinks) -> bool:
+def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_State],
+                  flows: InFlightLinks) -> Met | None:
     """_transfers of these new flows where no flow in flight is taken in: solved together where none moves bytes
     of this direction after t, else each alone (meeting.alone_one, in Python floats: a dispatch has a few), then
     checked against the flows in flight on their links, quickly (inflight.py's clear) or else as _transfers
-    does (meeting.OnLinks); False where they may meet one or crowd a link."""
+    does (meeting.OnLinks); where they meet one or crowd a link, what that check found (else None)."""
     if len(flowing) > 1 and not flows.moving(direction, t):   # one flow: alone_one is its solve (meeting.alone)
         solved, _ = _solve(topology, direction, flowing, True, loads=False)
         for task, flow in zip(flowing, _Solved.each(solved)):
             task.solved(direction, flow)
-        return True
+        return None
     rows, caps = topology.link_rows([task.device for task in flowing], direction), topology.capacities[direction]
     up = direction == "up"
     each = [meeting.alone_one(*task.flow[direction], task.tl.up_Bps if up else task.tl.down_Bps, row,
@@ -224,10 +241,13 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
         alone = meeting.Segments(np.array(start, dtype=float), np.array(end, dtype=float),
                                  np.array(rate, dtype=float), np.array(moving, dtype=np.int64))
         links = np.array(rows, dtype=np.int64)
-        both = meeting.OnLinks((alone, links), (meeting.NONE, links[:0]), flows.on(direction, t, links),
+        segments, padded, serials = flows.on(direction, t, links)
+        both = meeting.OnLinks((alone, links), (meeting.NONE, links[:0]), (segments, padded),
                                topology.capacity[direction])
-        if both.apart_fails() or both.meeting().any():
-            return False
+        if both.apart_fails():
+            return Met(direction, True, [])
+        if (met := both.meeting()).any():
+            return Met(direction, False, serials[met].tolist())
     k = 0 if direction == "down" else 1
     for task, (end, moved, done, waited, rate) in zip(flowing, each):
         start = task.flow[direction][0]
@@ -235,7 +255,7 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
         task.seconds[2 * k], task.profile[direction] = _alone_result(task.t_upload if k else task.t0, start,
                                                                      task.private[k], end, moved, done, waited,
                                                                      rate is not None)
-    return True
+    return None
 
 
 def _stands(c: Carried) -> bool:
@@ -328,15 +348,21 @@ class _State:
 
 
 def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_State"], kept: dict[int, Carried],
-               take, server: bool, usage: Usage, in_flight: InFlightLinks | None = None) -> None:
+               take, server: bool, usage: Usage, in_flight: InFlightLinks | None = None,
+               met: Met | None = None) -> None:
     """Solve the tasks' flows of one direction together; each task takes its flow's result. Where kept carried
     tasks move bytes of this direction after t, the new flows are first solved each alone (meeting.alone), then
     together; the kept tasks whose flows meet theirs at capacity (meeting.py) are taken in, made a task by `take`
     and moved from `kept` to `tasks`, until none meets them; the others keep their solve. The kept tasks' segments
-    come from `in_flight`'s rows where it holds them (no usage then: the rows are links.csv's), else their profiles."""
+    come from `in_flight`'s rows where it holds them (no usage then: the rows are links.csv's), else their profiles.
+    `met`: the first pass, as beside_in_flight made it from those rows."""
     rows = in_flight.kept(direction, t, kept) if in_flight is not None else None
     standing = rows if rows is not None else _Standing(topology, direction, t, kept, server)
     apart = bool(standing.carried)   # first each alone: most new flows share no binding link with another
+    if met is not None and rows is not None:   # they crowd a link: solved together; else the kept they met are in
+        apart = False
+        for i in ([] if met.crowded else rows.take_serials(met.serials)):
+            tasks[i] = take(kept.pop(i))
     while True:
         order = sorted(i for i, task in tasks.items() if task.flow[direction] is not None)
         if not order:

@@ -228,14 +228,15 @@ class InFlightLinks:
                     return False
         return True
 
-    def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
+    def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray, np.ndarray]:
         """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
-        one order: as a set of meeting.py's, each row a flow of one link, and those links, (k, m) padded likewise."""
+        one order: as a set of meeting.py's, each row a flow of one link, those links, (k, m) padded likewise,
+        and each row's task (its serial number)."""
         alive, on = self.alive, self.rows[direction]
-        rows = [row for link in set(links.ravel().tolist()) - {-1} for row in _ending_after(on.get(link, ()), t)
-                if row[4] in alive]
-        segments, padded, _ = _in_order(Rows.of(rows), t, links.shape[1])
-        return segments, padded
+        rows = Rows.of([row for link in set(links.ravel().tolist()) - {-1} for row in _ending_after(on.get(link, ()), t)
+                        if row[4] in alive])
+        segments, padded, order = _in_order(rows, t, links.shape[1])
+        return segments, padded, rows.task[order]
 
     def kept(self, direction: str, t: float, kept: dict) -> "KeptRows | None":
         """The kept carried tasks (index -> contention.Carried) of a full solve at t, as their rows give them
@@ -318,7 +319,7 @@ class KeptRows:
     def __init__(self, flows: InFlightLinks, direction: str, t: float, kept: dict):
         self.t, self.n_links = t, len(flows.topology.capacity[direction])
         self.profile = attrgetter(_PROFILE[direction])
-        owner = {flows.held[c.device].serial: i for i, c in kept.items()}   # serial -> index
+        self.index = owner = {flows.held[c.device].serial: i for i, c in kept.items()}   # serial -> index
         mine = [row for row in flows.all(direction) if row[1] > t and row[4] in owner]
         owners = [owner[row[4]] for row in mine]
         self.rows, self.owner = Rows.of(mine), np.array(owners, dtype=np.int64)
@@ -338,7 +339,13 @@ class KeptRows:
 
     def take(self, mask: np.ndarray) -> list[int]:
         """The tasks of the rows of `mask` (over the last `near`) leave the kept set; returns their indices."""
-        taken = np.unique(self._near[mask]).tolist()
+        return self._leave(np.unique(self._near[mask]).tolist())
+
+    def take_serials(self, serials: list[int]) -> list[int]:
+        """These tasks (serial numbers; each kept, with rows here) leave the kept set; returns their indices."""
+        return self._leave(sorted({self.index[serial] for serial in serials}))
+
+    def _leave(self, taken: list[int]) -> list[int]:
         leaving = np.zeros(max(self.carried, default=-1) + 1, dtype=bool)   # by index into the carried tasks
         leaving[taken] = True
         stay = ~leaving[self.owner]

@@ -85,10 +85,10 @@ class Planner:
         solved, in Python lists (a dispatch most often sends one task)."""
         flows = self.links.flows if carried is not None and server else None
         need = [t0 + sum(tl.seconds) for tl in timelines]
-        downloaded = []   # the new tasks' downloads as solved beside the flows in flight, where they met none
+        found = []   # what beside_in_flight found where it gave no answer (contention.Beside), for contend
         if flows is not None and flows.hold(carried):
             quick = self._settled(ids, t0, need, lambda until: beside_in_flight(self.topology, t0, ids, timelines,
-                                                                                until, flows, downloaded))
+                                                                                until, flows, found))
             if quick is not None:
                 flows.add(ids, *quick, t0)
                 return (*quick, {})
@@ -100,7 +100,7 @@ class Planner:
             kept = tuple(map(Carried, carried, [p.timeline for p in carried.values()], until[:n]))
             shared, solved["usage"] = contend(self.topology, t0, np.array(ids, dtype=np.int64), timelines, until[n:],
                                               server, kept, in_flight=flows,
-                                              downloaded=downloaded.pop() if downloaded else None)
+                                              beside=found.pop() if found else None)
             return shared
 
         shared, until = self._settled(list(carried) + ids, t0, [p.plan.end_s for p in carried.values()] + need, solve)
