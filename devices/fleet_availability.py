@@ -139,6 +139,11 @@ class Availability(GroupSampled):
         horizon is final, and a re-sample changes no final answer."""
         return (answers == self._horizon_s) & (needed_until >= self._horizon_s)
 
+    def may_change_list(self, answers: list[float], needed_until: list[float]) -> list[bool]:
+        """may_change on Python lists (a dispatch's few new tasks, or the ~100 in flight): the same answers."""
+        horizon = self._horizon_s
+        return [answer == horizon and needed >= horizon for answer, needed in zip(answers, needed_until)]
+
     def _until_one(self, device: int, t: float, needed_until: float | None) -> float | None:
         """online_until_each for one device, None where the sample cannot settle it (online past the horizon,
         and needed to or past it)."""

@@ -7,6 +7,7 @@ flight where an asynchronous dispatch carries them. A part of the kit (kit.py): 
 from __future__ import annotations
 
 import math
+from operator import and_
 from typing import NamedTuple
 
 import numpy as np
@@ -124,11 +125,14 @@ class Planner:
             grew = [not (end <= needed) for end, needed in zip(ends, need)]
             if not any(grew):
                 return shared, until
-            need = np.maximum(need, ends)
-            answer = self._online_until_again(np.array(ids, dtype=np.int64), t0, need, np.array(until), np.array(grew))
+            need = [max(needed, end) for needed, end in zip(need, ends)]   # np.maximum's picks (no NaN here)
+            if not any(map(and_, grew, self.fleet.availability.may_change_list(until, need))):
+                return shared, until   # each answer that grew is final: asking again gives it back
+            answer = self._online_until_again(np.array(ids, dtype=np.int64), t0, np.array(need), np.array(until),
+                                              np.array(grew))
             if np.array_equal(answer, until):
                 return shared, until
-            until, need = answer.tolist(), need.tolist()
+            until = answer.tolist()
 
     def _online_until_again(self, ids: np.ndarray, t0: float, need: np.ndarray, until: np.ndarray,
                             grew: np.ndarray) -> np.ndarray:

@@ -48,3 +48,5 @@ def test_answers_a_larger_need_cannot_change_are_not_asked_again():
     assert not asked and np.array_equal(again, reference.online_until_each(ids, t0, grown))
     # a need that reaches the horizon may move a bounded answer: those are asked
     assert np.array_equal(mine.may_change(until, np.full(30, 600.0)), until == 600.0)
+    for needs in (grown, np.full(30, 600.0)):   # the planner's list form: the same answers
+        assert mine.may_change_list(until.tolist(), needs.tolist()) == mine.may_change(until, needs).tolist()
