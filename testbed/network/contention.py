@@ -161,8 +161,15 @@ def beside_in_flight(topology: Topology, t: float, devices: list[int] | np.ndarr
     holds what it may take from here (Beside)."""
     until = offline_at if isinstance(offline_at, list) else np.asarray(offline_at).tolist()
     devices = devices if isinstance(devices, list) else np.asarray(devices).tolist()
-    if len(devices) == 1 and (one := _one_beside(topology, t, devices[0], timelines[0], until[0], flows)):
-        return [one]   # else the steps below find where it may meet one (and keep its download where that stands)
+    if len(devices) <= meeting.FEW:   # task by task, each clear of the flows in flight and of those before it
+        pending: dict[str, dict[int, list[tuple[float, float, float]]]] = {"down": {}, "up": {}}
+        quick = []
+        for d, tl, u in zip(devices, timelines, until):
+            if (one := _one_beside(topology, t, d, tl, u, flows, pending)) is None:
+                break   # the steps below find where they may meet one (and keep their downloads where those stand)
+            quick.append(one)
+        else:
+            return quick
     tasks = [_State.of_new(d, tl, t, u) for d, tl, u in zip(devices, timelines, until)]
     for direction in ("down", "up"):
         flowing = [task for task in tasks if task.flow[direction] is not None]
@@ -177,20 +184,21 @@ def beside_in_flight(topology: Topology, t: float, devices: list[int] | np.ndarr
     return [task.timeline() for task in tasks]
 
 
-def _one_beside(topology: Topology, t: float, device: int, tl: Timeline, until: float,
-                flows: InFlightLinks) -> SharedTimeline | None:
+def _one_beside(topology: Topology, t: float, device: int, tl: Timeline, until: float, flows: InFlightLinks,
+                pending: dict[str, dict[int, list[tuple[float, float, float]]]]) -> SharedTimeline | None:
     """beside_in_flight's steps for one new task (most dispatches send one), without a _State: its download and
-    then its upload, each alone on its links and clear of the flows in flight (InFlightLinks.clear_one); None
-    where either may meet one."""
+    then its upload, each alone on its links and clear of the flows in flight and of the `pending` new ones
+    (InFlightLinks.clear_one), which it joins; None where either may meet one. Where every new flow is clear of
+    those before it, no link ever carries new and other flows at capacity: each flow's solve alone is theirs."""
     down = _one_flow(topology, flows, "down", device, t, t + tl.latency_s, tl.bytes_down, tl.down_Bps, until,
-                     tl.latency_s + tl.bytes_down / tl.down_Bps)
+                     tl.latency_s + tl.bytes_down / tl.down_Bps, pending["down"])
     if down is None:
         return None
     t_compute = t + down[0]   # compute_done's additions
     t_upload = t_compute + tl.seconds[1]
     if math.isfinite(t_upload) and t_upload + tl.latency_s < until:
         up = _one_flow(topology, flows, "up", device, t_upload, t_upload + tl.latency_s, tl.bytes_up, tl.up_Bps, until,
-                       tl.latency_s + tl.bytes_up / tl.up_Bps)
+                       tl.latency_s + tl.bytes_up / tl.up_Bps, pending["up"])
         if up is None:
             return None
     else:
@@ -200,14 +208,20 @@ def _one_beside(topology: Topology, t: float, device: int, tl: Timeline, until: 
 
 
 def _one_flow(topology: Topology, flows: InFlightLinks, direction: str, device: int, phase_start: float,
-              start: float, nbytes: int, cap: float, until: float, private_s: float) -> tuple[float, Profile] | None:
-    """One new flow solved alone (meeting.alone_one) where it is clear of the flows in flight: its phase's
-    seconds and its profile; None where it may meet one."""
+              start: float, nbytes: int, cap: float, until: float, private_s: float,
+              pending: dict[int, list[tuple[float, float, float]]]) -> tuple[float, Profile] | None:
+    """One new flow solved alone (meeting.alone_one) where it is clear of the flows in flight and of the pending
+    new ones (link -> (start, end, rate) of each), which it then joins: its phase's seconds and its profile; None
+    where it may meet one."""
     links = topology.link_rows([device], direction)[0]
     end, moved, done, waited, rate = meeting.alone_one(start, float(nbytes), cap, links, until,
                                                        topology.capacities[direction])
-    if rate is not None and not flows.clear_one(direction, start, end, rate, links):
-        return None
+    if rate is not None:
+        if not flows.clear_one(direction, start, end, rate, links, pending):
+            return None
+        for link in links:
+            if link >= 0:
+                pending.setdefault(link, []).append((start, end, rate))
     return _alone_result(phase_start, start, private_s, end, moved, done, waited, rate is not None)
 
 

@@ -215,8 +215,10 @@ class InFlightLinks:
         return all((s[4] == 0 and s[3] == 1) or s[4] + s[2] <= capacity[link] * (1 - SLACK)
                    for link, s in span.items())
 
-    def clear_one(self, direction: str, start: float, end: float, rate: float, links: list[int]) -> bool:
-        """clear for one new flow: on each of its links, alone or SLACK under the capacity with the rows there."""
+    def clear_one(self, direction: str, start: float, end: float, rate: float, links: list[int],
+                  pending: dict[int, list[tuple[float, float, float]]] | None = None) -> bool:
+        """clear for one new flow: on each of its links, alone or SLACK under the capacity with the rows there
+        and the `pending` new flows there (link -> (start, end, rate) of each) within its span."""
         alive, on, capacity = self.alive, self.rows[direction], self.topology.capacities[direction]
         for link in links:
             if link >= 0:
@@ -224,6 +226,9 @@ class InFlightLinks:
                 for row_start, _, row_rate, _, task in _ending_after(on.get(link, ()), start):   # summed in row order
                     if row_start < end and task in alive:
                         load += row_rate
+                for new_start, new_end, new_rate in pending.get(link, ()) if pending else ():
+                    if new_start < end and new_end > start:
+                        load += new_rate
                 if load != 0 and load + rate > capacity[link] * (1 - SLACK):
                     return False
         return True

@@ -51,6 +51,10 @@ def test_the_quick_check_passes_only_where_no_link_can_reach_its_capacity():
     assert flows.clear("down", [(0.0, 1.0, 10.0, cell1)])           # alone on the other cell
     assert not flows.clear("down", [(0.0, 1.0, 6.0, cell1), (0.5, 1.5, 6.0, cell1)])   # two new ones crowd it
     assert flows.clear("up", [(0.0, 1.0, 9.0, cell0)])              # the kept flow moves nothing up
+    # one flow after another (a dispatch's few, in turn): the new ones before it count where their spans meet its
+    assert not flows.clear_one("down", 0.5, 1.5, 6.0, cell1, {1: [(0.0, 1.0, 6.0)]})   # 6 + 6 on cell 1
+    assert flows.clear_one("down", 1.0, 2.0, 6.0, cell1, {1: [(0.0, 1.0, 6.0)]})       # after it: alone
+    assert flows.clear_one("down", 0.5, 1.5, 3.0, cell1, {1: [(0.0, 1.0, 6.0)]})       # 6 + 3 of 10
 
 
 def test_a_task_that_left_keeps_its_rows_for_links_csv_but_not_for_dispatches():
