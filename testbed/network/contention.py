@@ -485,10 +485,13 @@ def phase_wait(phase: Phase, timeline: Timeline | None, moved: int | None = None
     `moved`: the bytes it moved, where the caller has them (timeline.spent's)."""
     if phase.phase not in ("download", "upload") or not isinstance(timeline, SharedTimeline):
         return 0.0
-    elapsed = phase.delay_s if phase.completed else phase.end_s - phase.start_s
-    if moved is None:
-        moved, _ = timeline.spent(phase.phase, elapsed, phase.completed)
-    alone = timeline.latency_s + moved / (timeline.down_Bps if phase.phase == "download" else timeline.up_Bps)
+    down = phase.phase == "download"
+    if phase.completed:   # all its bytes (timeline.spent's answer, without the call: an event row a phase)
+        elapsed, moved = phase.delay_s, (timeline.bytes_down if down else timeline.bytes_up) if moved is None else moved
+    else:
+        elapsed = phase.end_s - phase.start_s
+        moved = timeline.spent(phase.phase, elapsed, False)[0] if moved is None else moved
+    alone = timeline.latency_s + moved / (timeline.down_Bps if down else timeline.up_Bps)
     return max(0.0, elapsed - alone) if moved else 0.0
 
 
