@@ -35,10 +35,14 @@ from testbed.network.uncongested import link_steps
 
 _PROFILE = {"down": "down_profile", "up": "up_profile"}
 _END = itemgetter(1)   # a row's end
+_LINK_TIME = itemgetter(0, 1)   # a change's link and instant (link_steps' order)
 _START_CODE_LINK = itemgetter(1, 0, 2)   # links.csv's order of take's rows (direction code, start, link, end, Bps)
 # slack under a link's capacity within which the quick check leaves the decision to the exact one (meeting.py):
 # far above the rounding of summed rates, so a quick "they meet nowhere" is the exact check's answer too
 SLACK = 1e-6
+# rows in flight up to which links.csv's take sums them in Python (an aggregation of FedBuff through 100 cells
+# takes ~20 a direction, where the arrays' two dozen calls cost more than the sums)
+FEW_ROWS = 64
 _INF = np.array([math.inf])   # a link's last step goes on
 
 
@@ -264,21 +268,11 @@ class InFlightLinks:
                 del on[link][:bisect_right(on[link], t_end, key=_END)]
                 if not on[link]:
                     del on[link]
-            if not rows:
-                continue
-            now = Rows.of(rows)
-            start, end = np.maximum(now.start, self.since), np.minimum(now.end, t_end)
-            order = np.lexsort((now.rate, end, start, now.link))
-            start, end, rate, link = start[order], end[order], now.rate[order], now.link[order]
-            n = len(order)
-            change = np.empty((2 * n, 2))   # each row's rate and flow count, rising at its start, falling at its end
-            change[:n, 0], change[n:, 0], change[:n, 1], change[n:, 1] = rate, -rate, 1.0, -1.0
-            instants, links, sums = link_steps(np.concatenate([start, end]), np.concatenate([link, link]), change,
-                                               len(self.topology.capacity[direction]))
-            ends = np.concatenate([np.where(links[1:] == links[:-1], instants[1:], math.inf), _INF])
-            busy = sums[:, 1] > 0.5
-            taken += zip([code] * int(busy.sum()), instants[busy].tolist(), links[busy].tolist(),
-                         ends[busy].tolist(), sums[busy, 0].tolist())
+            if len(rows) > FEW_ROWS:
+                taken += ((code, *step) for step in _steps(rows, self.since, t_end,
+                                                           len(self.topology.capacity[direction])))
+            elif rows:
+                taken += ((code, *step) for step in _steps_few(rows, self.since, t_end))
         self.since = t_end
         taken.sort(key=_START_CODE_LINK)   # a link has one row an instant: no ties
         return [(DIRECTIONS[code], link, start, end, bps) for code, start, link, end, bps in taken]
@@ -367,6 +361,40 @@ def _rows(profiles: list, links: np.ndarray, t: float, serials: np.ndarray) -> l
     links = links[segments.flow]
     row, place = np.nonzero(links >= 0)
     return Rows(*(column[row] for column in segments[:3]), links[row, place], serials[segments.flow][row]).tuples()
+
+
+def _steps(rows: list[tuple], since: float, t_end: float, n_links: int) -> list[tuple[float, int, float, float]]:
+    """take's rows of one direction (start, link, end, Bps) from its rows in flight over [since, t_end): each
+    link's summed rate from each instant it changes to the next, where some flow is on it; summed in one order
+    that depends on the rows alone (link, start, end, rate), by link_steps' running sums."""
+    now = Rows.of(rows)
+    start, end = np.maximum(now.start, since), np.minimum(now.end, t_end)
+    order = np.lexsort((now.rate, end, start, now.link))
+    start, end, rate, link = start[order], end[order], now.rate[order], now.link[order]
+    n = len(order)
+    change = np.empty((2 * n, 2))   # each row's rate and flow count, rising at its start, falling at its end
+    change[:n, 0], change[n:, 0], change[:n, 1], change[n:, 1] = rate, -rate, 1.0, -1.0
+    instants, links, sums = link_steps(np.concatenate([start, end]), np.concatenate([link, link]), change, n_links)
+    ends = np.concatenate([np.where(links[1:] == links[:-1], instants[1:], math.inf), _INF])
+    busy = sums[:, 1] > 0.5
+    return list(zip(instants[busy].tolist(), links[busy].tolist(), ends[busy].tolist(), sums[busy, 0].tolist()))
+
+
+def _steps_few(rows: list[tuple], since: float, t_end: float) -> list[tuple[float, int, float, float]]:
+    """_steps of a few rows, in Python floats: the same sorts (stable, as np.lexsort's) and the same running sums
+    in the same order (np.cumsum's, from the first change; each link's less the sum before it), the same bits."""
+    ordered = sorted((link, max(start, since), min(end, t_end), rate) for start, end, rate, link, _ in rows)
+    changes = sorted([(link, start, rate, 1.0) for link, start, _, rate in ordered]
+                     + [(link, end, -rate, -1.0) for link, _, end, rate in ordered], key=_LINK_TIME)
+    sums, total, count, before, previous = [], 0.0, 0.0, (0.0, 0.0), None
+    for k, (link, time, rate, flows) in enumerate(changes):
+        if link != previous:
+            before, previous = (total, count), link
+        total, count = total + rate, count + flows
+        if k + 1 == len(changes) or changes[k + 1][:2] != (link, time):   # after all changes at an instant
+            sums.append((time, link, total - before[0], count - before[1]))
+    return [(time, link, sums[k + 1][0] if k + 1 < len(sums) and sums[k + 1][1] == link else math.inf, rate)
+            for k, (time, link, rate, count) in enumerate(sums) if count > 0.5]
 
 
 def _insert(on: dict[int, list[tuple]], row: tuple) -> None:

@@ -9,7 +9,7 @@ import pytest
 from testbed import migrations
 from testbed.clock import Timeline
 from testbed.network.contention import Carried, SharedTimeline, beside_in_flight, contend
-from testbed.network.inflight import InFlightLinks
+from testbed.network.inflight import InFlightLinks, _steps, _steps_few
 from testbed.network.topology import Topology
 
 NO_FLOW = ((), ())
@@ -146,3 +146,19 @@ def test_full_solves_take_the_downloads_solved_beside_the_flows_where_only_the_u
     # take the flows in flight met beside them as their first pass
     runs = [dispatches(seed) for seed in range(10)]
     assert sum(run[2] for run in runs) > 0 and sum(run[3] for run in runs) > 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_links_csv_steps_of_a_few_rows_are_the_arrays_bit_for_bit(seed):
+    # rows with ties in every field (a link's flows starting or ending together at equal rates) and rates that
+    # round when summed: the Python sums take the arrays' order and give their bits
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    instants, rates = np.round(rng.uniform(0, 4, 12), 1), rng.choice([0.1, 0.2, 0.3, 1 / 3, 7e6, 2.5e6], 6)
+    rows = []
+    for task in range(n):
+        start, end = np.sort(rng.choice(instants, 2, replace=False))
+        rows.append((float(start), float(end), float(rng.choice(rates)), int(rng.integers(0, 5)), task))
+    since, t_end = 0.5, 3.5
+    rows = [row for row in rows if row[0] < t_end and row[1] > since]
+    assert repr(_steps_few(rows, since, t_end)) == repr(_steps(rows, since, t_end, 5))
