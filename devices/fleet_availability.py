@@ -123,7 +123,7 @@ class Availability(GroupSampled):
 
     def _until_few(self, devices: list[int], t: float, needed_until: list[float] | None) -> list[float]:
         """online_until_each for a few devices, device by device, as Python lists."""
-        if not all(0 <= d < self.n for d in devices):
+        if devices and (min(devices) < 0 or max(devices) >= self.n):
             raise IndexError(f"devices out of range for {self.n} devices")
         self._cover(t)  # t < horizon from here: an offline answer is final
         while True:

@@ -213,7 +213,7 @@ def _one_flow(topology: Topology, flows: InFlightLinks, direction: str, device: 
     """One new flow solved alone (meeting.alone_one) where it is clear of the flows in flight and of the pending
     new ones (link -> (start, end, rate) of each), which it then joins: its phase's seconds and its profile; None
     where it may meet one."""
-    links = topology.link_rows([device], direction)[0]
+    links = topology.link_row(device, direction)
     end, moved, done, waited, rate = meeting.alone_one(start, float(nbytes), cap, links, until,
                                                        topology.capacities[direction])
     if rate is not None:

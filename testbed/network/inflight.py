@@ -138,7 +138,7 @@ class InFlightLinks:
         self.serials += 1
         self.alive.add(serial)
         for direction, (times, moved) in zip(DIRECTIONS, (timeline.down_profile, timeline.up_profile)):
-            on, links = self.rows[direction], self.topology.link_rows([device], direction)[0]
+            on, links = self.rows[direction], self.topology.link_row(device, direction)
             for s, e, m0, m1 in zip(times, times[1:], moved, moved[1:]):
                 if e > max(s, t):
                     for link in links:

@@ -70,8 +70,11 @@ class Topology:
 
     def link_rows(self, devices: list[int], direction: str) -> list[list[int]]:
         """links(devices, direction) as Python lists, for a few devices (a dispatch's new tasks)."""
-        rows, cell = self._link_lists[direction], self.cell
-        return [rows[cell[d]] for d in devices]
+        return [self.link_row(d, direction) for d in devices]
+
+    def link_row(self, device: int, direction: str) -> list[int]:
+        """links([device], direction)[0] as a Python list (a dispatch's new task, four times)."""
+        return self._link_lists[direction][self.cell[device]]
 
     def _table(self, direction: str, server: bool) -> np.ndarray:
         """Each cell's row of links(..., direction, server), by cell; the last row (index -1): no cell."""
