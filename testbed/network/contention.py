@@ -53,10 +53,8 @@ class SharedTimeline(Timeline):
     @property
     def end_s(self) -> float:
         """The instant its last phase ends, by the additions plan_task makes (each phase's seconds in turn)."""
-        end = self.starts[0]
-        for seconds in self.seconds:
-            end += seconds
-        return end
+        download, compute, upload = self.seconds
+        return self.starts[0] + download + compute + upload
 
     def spent(self, phase: str, elapsed_s: float, full: bool) -> tuple[int, int]:
         if full or phase == "compute":
