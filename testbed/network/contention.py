@@ -112,8 +112,8 @@ def contend(topology: Topology, t: float, devices: np.ndarray, timelines: list[T
     kept = {i: c for i, c in enumerate(carried) if keep and _stands(c)}
     offline_at = np.asarray(offline_at).tolist()
     usage = Usage([])
-    if beside is None or len(kept) < len(carried) or beside.offline_at != offline_at:
-        beside = None
+    if beside is not None and (len(kept) < len(carried) or beside.offline_at != offline_at):
+        beside = None   # it stands where every carried task keeps its solve and the offline instants are its own
     if beside is not None and beside.downloaded is not None:
         tasks = dict(enumerate(beside.downloaded, start=len(carried)))
     else:

@@ -147,7 +147,8 @@ class InFlightLinks:
         self._hold_new(device, timeline, offline_at, serial)
 
     def _hold_new(self, device: int, timeline, offline_at: float, serial: int) -> None:
-        end = timeline.end_s   # a loop over its phases: once
+        """A new task in flight, held with its end and offline instant; unsteady where it ends after the latter."""
+        end = timeline.end_s
         self.held[device] = Held(timeline, end, offline_at, serial)
         if end > offline_at:
             self.unsteady.add(device)
