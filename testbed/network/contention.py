@@ -214,12 +214,8 @@ def _one_flow(topology: Topology, flows: InFlightLinks, direction: str, device: 
     links = topology.link_row(device, direction)
     end, moved, done, waited, rate = meeting.alone_one(start, float(nbytes), cap, links, until,
                                                        topology.capacities[direction])
-    if rate is not None:
-        if not flows.clear_one(direction, start, end, rate, links, pending):
-            return None
-        for link in links:
-            if link >= 0:
-                pending.setdefault(link, []).append((start, end, rate))
+    if rate is not None and not flows.clear_one(direction, start, end, rate, links, pending):
+        return None
     return _alone_result(phase_start, start, private_s, end, moved, done, waited, rate is not None)
 
 

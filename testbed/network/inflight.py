@@ -196,34 +196,17 @@ class InFlightLinks:
 
     def clear(self, direction: str, movers: list[tuple[float, float, float, list[int]]]) -> bool:
         """New flows, each alone at its rate over [start, end) on its links (start, end, rate, links padded with
-        -1), surely meet no flow in flight at capacity, nor each other: on each of their links, the rates of the
-        rows in flight there at any time within the new ones' span, summed, and the new ones' summed, stay SLACK
-        under its capacity, or a single new flow is alone there. False where that does not show it (the exact
-        check decides)."""
-        if len(movers) == 1:   # most dispatches send one task
-            return self.clear_one(direction, *movers[0])
-        span: dict[int, list[float]] = {}   # link -> [first start, last end, summed rate, flows, rows' summed rate]
-        for start, end, rate, links in movers:
-            for link in links:
-                if link >= 0:
-                    s = span.get(link)
-                    if s is None:
-                        span[link] = [start, end, rate, 1, 0.0]
-                    else:
-                        s[0], s[1], s[2], s[3] = min(s[0], start), max(s[1], end), s[2] + rate, s[3] + 1
-        alive, on = self.alive, self.rows[direction]
-        for link, s in span.items():
-            for start, end, rate, _, task in _ending_after(on.get(link, ()), s[0]):   # summed in row order
-                if start < s[1] and task in alive:
-                    s[4] += rate
-        capacity = self.topology.capacities[direction]
-        return all((s[4] == 0 and s[3] == 1) or s[4] + s[2] <= capacity[link] * (1 - SLACK)
-                   for link, s in span.items())
+        -1), surely meet no flow in flight at capacity, nor each other: each in turn is clear (clear_one) of the
+        rows in flight and of the new ones before it. At any instant a link then carries at most what the last
+        of its new flows there was checked with. False where that does not show it (the exact check decides)."""
+        pending: dict[int, list[tuple[float, float, float]]] = {}
+        return all(self.clear_one(direction, *mover, pending) for mover in movers)
 
     def clear_one(self, direction: str, start: float, end: float, rate: float, links: list[int],
                   pending: dict[int, list[tuple[float, float, float]]] | None = None) -> bool:
-        """clear for one new flow: on each of its links, alone or SLACK under the capacity with the rows there
-        and the `pending` new flows there (link -> (start, end, rate) of each) within its span."""
+        """clear for one new flow: on each of its links, alone or SLACK under the capacity with the rows in
+        flight there and the `pending` new flows there (link -> (start, end, rate) of each) within its span;
+        where it is, it joins `pending`."""
         alive, on, capacity = self.alive, self.rows[direction], self.topology.capacities[direction]
         for link in links:
             if link >= 0:
@@ -236,6 +219,10 @@ class InFlightLinks:
                         load += new_rate
                 if load != 0 and load + rate > capacity[link] * (1 - SLACK):
                     return False
+        if pending is not None:
+            for link in links:
+                if link >= 0:
+                    pending.setdefault(link, []).append((start, end, rate))
         return True
 
     def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray, np.ndarray]:
