@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from testbed.network.uncongested import MARGIN
+from testbed.network.uncongested import MARGIN, link_steps_few
 
 # flows up to which fluid.solve takes this loop (a 30-aggregation FedBuff run's solves through 100 cells, replayed:
 # 2-3x faster than the arrays' loop at 3-20 flows, 1.1-1.2x at 48-53, 0.7x at 100)
@@ -119,20 +119,10 @@ class _Loop:
     def _first_congestion(self, begin: list[float], end: list[float], ever: list[int]) -> float:
         """uncongested.first_congestion: each link's demand after all changes at an instant, from one running
         sum over the changes by link, then instant (starts before ends at a tie, as concatenated)."""
-        changes = [(link, begin[k], self.cap[i]) for k, i in enumerate(ever) for link in self.links[i]]
-        changes += [(link, end[k], -self.cap[i]) for k, i in enumerate(ever) for link in self.links[i]]
-        order = sorted(range(len(changes)), key=lambda j: (changes[j][0], changes[j][1]))
-        first, total, before, previous = math.inf, 0.0, 0.0, None
-        for position, j in enumerate(order):
-            link, time, delta = changes[j]
-            if link != previous:
-                before, previous = total, link
-            total += delta
-            following = order[position + 1] if position + 1 < len(order) else None
-            last = following is None or changes[following][0] != link or changes[following][1] != time
-            if last and total - before > self.capacity[link] * (1 - MARGIN):
-                first = min(first, time)
-        return first
+        changes = [(link, begin[k], self.cap[i], 0.0) for k, i in enumerate(ever) for link in self.links[i]]
+        changes += [(link, end[k], -self.cap[i], 0.0) for k, i in enumerate(ever) for link in self.links[i]]
+        return min((time for time, link, demand, _ in link_steps_few(changes)
+                    if demand > self.capacity[link] * (1 - MARGIN)), default=math.inf)
 
     def _left_at(self, i: int, t: float) -> float:
         return max(self.left[i] - self.rate[i] * (t - self.anchor[i]), 0.0)

@@ -31,11 +31,10 @@ import numpy as np
 
 from testbed.network import meeting
 from testbed.network.topology import DIRECTIONS, Topology
-from testbed.network.uncongested import link_steps
+from testbed.network.uncongested import link_steps, link_steps_few
 
 _PROFILE = {"down": "down_profile", "up": "up_profile"}
 _END = itemgetter(1)   # a row's end
-_LINK_TIME = itemgetter(0, 1)   # a change's link and instant (link_steps' order)
 _START_CODE_LINK = itemgetter(1, 0, 2)   # links.csv's order of take's rows (direction code, start, link, end, Bps)
 # slack under a link's capacity within which the quick check leaves the decision to the exact one (meeting.py):
 # far above the rounding of summed rates, so a quick "they meet nowhere" is the exact check's answer too
@@ -369,20 +368,13 @@ def _steps(rows: list[tuple], since: float, t_end: float, n_links: int) -> list[
 
 
 def _steps_few(rows: list[tuple], since: float, t_end: float) -> list[tuple[float, int, float, float]]:
-    """_steps of a few rows, in Python floats: the same sorts (stable, as np.lexsort's) and the same running sums
-    in the same order (np.cumsum's, from the first change; each link's less the sum before it), the same bits."""
+    """_steps of a few rows, in Python floats (uncongested.link_steps_few): the same sort (stable, as np.lexsort's)
+    and the same running sums, the same bits."""
     ordered = sorted((link, max(start, since), min(end, t_end), rate) for start, end, rate, link, _ in rows)
-    changes = sorted([(link, start, rate, 1.0) for link, start, _, rate in ordered]
-                     + [(link, end, -rate, -1.0) for link, _, end, rate in ordered], key=_LINK_TIME)
-    sums, total, count, before, previous = [], 0.0, 0.0, (0.0, 0.0), None
-    for k, (link, time, rate, flows) in enumerate(changes):
-        if link != previous:
-            before, previous = (total, count), link
-        total, count = total + rate, count + flows
-        if k + 1 == len(changes) or changes[k + 1][:2] != (link, time):   # after all changes at an instant
-            sums.append((time, link, total - before[0], count - before[1]))
-    return [(time, link, sums[k + 1][0] if k + 1 < len(sums) and sums[k + 1][1] == link else math.inf, rate)
-            for k, (time, link, rate, count) in enumerate(sums) if count > 0.5]
+    steps = link_steps_few([(link, start, rate, 1.0) for link, start, _, rate in ordered]
+                           + [(link, end, -rate, -1.0) for link, _, end, rate in ordered])
+    return [(time, link, steps[k + 1][0] if k + 1 < len(steps) and steps[k + 1][1] == link else math.inf, rate)
+            for k, (time, link, rate, count) in enumerate(steps) if count > 0.5]
 
 
 def _insert(on: dict[int, list[tuple]], row: tuple) -> None:

@@ -8,10 +8,13 @@ capacity at once, vectorised, instead of one event at a time.
 """
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 # demand within this relative margin of a capacity counts as congestion: the exact solver then decides (at caps)
 MARGIN = 1e-12
+_LINK_TIME = itemgetter(0, 1)   # a change's link and instant: link_steps' order
 _TRUE = np.ones(1, dtype=bool)   # np.append's one element, without its two calls (a dispatch steps links twice)
 
 
@@ -42,6 +45,22 @@ def link_steps(time, link, delta, n_links) -> tuple[np.ndarray, np.ndarray, np.n
     before = np.concatenate([np.zeros((1, delta.shape[1])), total])[(np.cumsum(count) - count)[link]]
     last = np.concatenate([(link[1:] != link[:-1]) | (time[1:] != time[:-1]), _TRUE])  # after all changes at an instant
     return time[last], link[last], (total - before)[last]
+
+
+def link_steps_few(changes: list[tuple[int, float, float, float]]) -> list[tuple[float, int, float, float]]:
+    """link_steps of a few changes (link, instant, two deltas), in Python floats: sorted as np.lexsort sorts
+    them (stable: by link, then instant) and summed in turn as np.cumsum sums them, each link's sums less those
+    before it; per link and instant where some change falls, (instant, link, sum, sum) after all changes there.
+    The same bits as the arrays' where a link's first change is no -0.0 (a flow's start: its rate or cap)."""
+    changes = sorted(changes, key=_LINK_TIME)
+    steps, total, count, before, previous = [], 0.0, 0.0, (0.0, 0.0), None
+    for k, (link, time, delta, counted) in enumerate(changes):
+        if link != previous:
+            before, previous = (total, count), link
+        total, count = total + delta, count + counted
+        if k + 1 == len(changes) or changes[k + 1][:2] != (link, time):   # after all changes at an instant
+            steps.append((time, link, total - before[0], count - before[1]))
+    return steps
 
 
 def loads_between(after, until, begin, end, cap, links, n_links) -> tuple[np.ndarray, np.ndarray]:
