@@ -382,6 +382,8 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         was = [tasks[i] for i in order if tasks[i].carried]
         was_set = ((standing.of([task.tl for task in was]), _links(topology, [task.device for task in was], direction,
                                                                     server)) if was else (meeting.NONE, links[:0]))
+        if rows is not None and not apart and rows.clear((meeting.of_solved(flows), links), was_set):
+            break   # surely no meeting: what meeting.OnLinks would find
         both = meeting.OnLinks((meeting.of_solved(flows), links), was_set, standing.near(links, was_set[1]),
                                topology.capacity[direction])
         if apart and both.apart_fails():

@@ -43,6 +43,7 @@ SLACK = 1e-6
 # takes ~20 a direction, where the arrays' two dozen calls cost more than the sums)
 FEW_ROWS = 64
 _INF = np.array([math.inf])   # a link's last step goes on
+_LAST = (math.inf, None)       # after a direction's last step: no link's
 
 
 class Rows(NamedTuple):
@@ -300,27 +301,64 @@ class InFlightLinks:
 class KeptRows:
     """contention._Standing from the rows: the kept tasks that move bytes of one direction after t, their rate
     segments from t on, each row a flow of one link; a solve asks for those on the links its flows cross
-    (`near`), which are all that meeting.OnLinks compares with them."""
+    (`near`), which are all that meeting.OnLinks compares with them, unless `clear` shows first that none meets
+    them at capacity (most often: a dispatch's few new tasks and the few they met, on their cells). The rows are
+    made arrays only for `near`."""
 
     def __init__(self, flows: InFlightLinks, direction: str, t: float, kept: dict):
         self.t, self.n_links = t, len(flows.topology.capacity[direction])
+        self.on, self.capacity = flows.rows[direction], flows.topology.capacities[direction]
         self.profile = attrgetter(_PROFILE[direction])
         self.index = owner = {flows.held[c.device].serial: i for i, c in kept.items()}   # serial -> index
-        mine = [row for row in flows.all(direction) if row[1] > t and row[4] in owner]
-        owners = [owner[row[4]] for row in mine]
-        self.rows, self.owner = Rows.of(mine), np.array(owners, dtype=np.int64)
-        self.carried = {i: kept[i] for i in sorted(set(owners))}
-        self._near = self.owner[:0]
+        self.mine = [row for row in flows.all(direction) if row[1] > t and row[4] in owner]
+        self.carried = {i: kept[i] for i in sorted({owner[row[4]] for row in self.mine})}
+        self._near = np.zeros(0, dtype=np.int64)
 
     def of(self, timelines: list) -> meeting.Segments:
         """These timelines' flows of this direction as their earlier solve had them, from t on."""
         return meeting.of_profiles(list(map(self.profile, timelines)), self.t)
 
+    def clear(self, *sets: tuple[meeting.Segments, np.ndarray]) -> bool:
+        """Sets of flows (segments, each flow's links padded with -1: the solved ones, what the carried ones among
+        them were) surely meet no kept row at capacity: each set's segments in turn, on each of their links where
+        a kept row overlaps them, SLACK under the capacity with those rows and the set's segments before them (as
+        InFlightLinks.clear argues: at an instant a link carries at most what the last of its segments there was
+        checked with). Then meeting.OnLinks finds no meeting; False where this does not show it."""
+        for segments, links in sets:
+            pending: dict[int, list[tuple[float, float, float]]] = {}
+            rows = links.tolist()
+            for start, end, rate, flow in zip(*(column.tolist() for column in segments)):
+                if not self._clear_one(start, end, rate, rows[flow], pending):
+                    return False
+        return True
+
+    def _clear_one(self, start: float, end: float, rate: float, links: list[int],
+                   pending: dict[int, list[tuple[float, float, float]]]) -> bool:
+        index, carried = self.index, self.carried
+        for link in links:
+            if link >= 0:
+                load, met = 0.0, False
+                for row_start, _, row_rate, _, task in _ending_after(self.on.get(link, ()), start):
+                    if row_start < end and (i := index.get(task)) is not None and i in carried:
+                        load, met = load + row_rate, True
+                if met:
+                    for other_start, other_end, other_rate in pending.get(link, ()):
+                        if other_start < end and other_end > start:
+                            load += other_rate
+                    if load + rate > self.capacity[link] * (1 - SLACK):
+                        return False
+        for link in links:
+            if link >= 0:
+                pending.setdefault(link, []).append((start, end, rate))
+        return True
+
     def near(self, *links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The kept rows on any of these links ((n, m) arrays padded with -1), in their one order (as `on`)."""
-        pick = np.flatnonzero(_wanted(self.n_links, *links)[self.rows.link])
-        segments, padded, order = _in_order(self.rows.where(pick), self.t, links[0].shape[1])
-        self._near = self.owner[pick][order]
+        index = self.index
+        rows, owner = Rows.of(self.mine), np.array([index[row[4]] for row in self.mine], dtype=np.int64)
+        pick = np.flatnonzero(_wanted(self.n_links, *links)[rows.link])
+        segments, padded, order = _in_order(rows.where(pick), self.t, links[0].shape[1])
+        self._near = owner[pick][order]
         return segments, padded
 
     def take(self, mask: np.ndarray) -> list[int]:
@@ -332,12 +370,10 @@ class KeptRows:
         return self._leave(sorted({self.index[serial] for serial in serials}))
 
     def _leave(self, taken: list[int]) -> list[int]:
-        leaving = np.zeros(max(self.carried, default=-1) + 1, dtype=bool)   # by index into the carried tasks
-        leaving[taken] = True
-        stay = ~leaving[self.owner]
-        self.rows, self.owner = self.rows.where(stay), self.owner[stay]
         for i in taken:
             del self.carried[i]
+        index, carried = self.index, self.carried
+        self.mine = [row for row in self.mine if index[row[4]] in carried]
         return taken
 
 
@@ -373,8 +409,8 @@ def _steps_few(rows: list[tuple], since: float, t_end: float) -> list[tuple[floa
     ordered = sorted((link, max(start, since), min(end, t_end), rate) for start, end, rate, link, _ in rows)
     steps = link_steps_few([(link, start, rate, 1.0) for link, start, _, rate in ordered]
                            + [(link, end, -rate, -1.0) for link, _, end, rate in ordered])
-    return [(time, link, steps[k + 1][0] if k + 1 < len(steps) and steps[k + 1][1] == link else math.inf, rate)
-            for k, (time, link, rate, count) in enumerate(steps) if count > 0.5]
+    return [(time, link, after[0] if after[1] == link else math.inf, rate)
+            for (time, link, rate, count), after in zip(steps, steps[1:] + [_LAST]) if count > 0.5]
 
 
 def _insert(on: dict[int, list[tuple]], row: tuple) -> None:

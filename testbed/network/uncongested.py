@@ -53,13 +53,17 @@ def link_steps_few(changes: list[tuple[int, float, float, float]]) -> list[tuple
     before it; per link and instant where some change falls, (instant, link, sum, sum) after all changes there.
     The same bits as the arrays' where a link's first change is no -0.0 (a flow's start: its rate or cap)."""
     changes = sorted(changes, key=_LINK_TIME)
-    steps, total, count, before, previous = [], 0.0, 0.0, (0.0, 0.0), None
-    for k, (link, time, delta, counted) in enumerate(changes):
-        if link != previous:
-            before, previous = (total, count), link
+    steps, total, count, before_total, before_count, link, time = [], 0.0, 0.0, 0.0, 0.0, None, None
+    for next_link, next_time, delta, counted in changes:
+        if next_time != time or next_link != link:   # the instant before is done: its step, after all changes there
+            if link is not None:
+                steps.append((time, link, total - before_total, count - before_count))
+            if next_link != link:
+                before_total, before_count, link = total, count, next_link
+            time = next_time
         total, count = total + delta, count + counted
-        if k + 1 == len(changes) or changes[k + 1][:2] != (link, time):   # after all changes at an instant
-            steps.append((time, link, total - before[0], count - before[1]))
+    if link is not None:
+        steps.append((time, link, total - before_total, count - before_count))
     return steps
 
 

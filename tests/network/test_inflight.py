@@ -9,6 +9,7 @@ import pytest
 from testbed import migrations
 from testbed.clock import Timeline
 from testbed.network.contention import Carried, SharedTimeline, beside_in_flight, contend
+from testbed.network import meeting
 from testbed.network.inflight import InFlightLinks, _steps, _steps_few
 from testbed.network.topology import Topology
 
@@ -55,6 +56,27 @@ def test_the_quick_check_passes_only_where_no_link_can_reach_its_capacity():
     assert not flows.clear_one("down", 0.5, 1.5, 6.0, cell1, {1: [(0.0, 1.0, 6.0)]})   # 6 + 6 on cell 1
     assert flows.clear_one("down", 1.0, 2.0, 6.0, cell1, {1: [(0.0, 1.0, 6.0)]})       # after it: alone
     assert flows.clear_one("down", 0.5, 1.5, 3.0, cell1, {1: [(0.0, 1.0, 6.0)]})       # 6 + 3 of 10
+
+
+def test_a_full_solve_skips_the_exact_check_only_where_no_kept_row_can_reach_a_capacity_with_it():
+    flows = InFlightLinks(topology())
+    kept_task = task(((0.0, 5.0), (0.0, 30.0)))                  # 6 B/s down on cell 0 over [0, 5)
+    flows.add([0], [kept_task], [9.0], 0.0)
+    cell0, cell1 = [0, -1, 4], [1, -1, 4]
+
+    def solved(*segments, links=(cell0,)):   # (start, end, rate, flow) each, and each flow's links
+        start, end, rate, flow = (np.array(column) for column in zip(*segments))
+        return meeting.Segments(start, end, rate, flow.astype(np.int64)), np.array(links, dtype=np.int64)
+
+    nothing = (meeting.NONE, np.zeros((0, 3), dtype=np.int64))
+    rows = flows.kept("down", 0.0, {0: Carried(0, kept_task, 9.0)})
+    assert rows.clear(solved((1.0, 2.0, 3.0, 0)), nothing)                       # 6 + 3 of 10
+    assert not rows.clear(solved((1.0, 2.0, 5.0, 0)), nothing)                   # 6 + 5: OnLinks decides
+    assert not rows.clear(solved((1.0, 2.0, 2.0, 0), (1.5, 3.0, 2.0, 1), links=(cell0, cell0)), nothing)   # 6 + 2 + 2
+    assert rows.clear(solved((1.0, 2.0, 2.0, 0), (2.0, 3.0, 2.0, 1), links=(cell0, cell0)), nothing)   # one after the other
+    assert rows.clear(solved((0.0, 1.0, 5.0, 0), (0.0, 1.0, 5.0, 1), links=(cell1, cell1)), nothing)   # full, but no kept row
+    assert not rows.clear(nothing, solved((1.0, 2.0, 5.0, 0)))                   # what a re-solved flow was: 6 + 5
+    assert rows.take_serials([0]) == [0] and rows.clear(solved((1.0, 2.0, 5.0, 0)), nothing)   # none kept now
 
 
 def test_a_task_that_left_keeps_its_rows_for_links_csv_but_not_for_dispatches():
