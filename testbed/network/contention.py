@@ -231,8 +231,9 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
                   flows: InFlightLinks) -> Met | None:
     """_transfers of these new flows where no flow in flight is taken in: solved together where none moves bytes
     of this direction after t, else each alone (meeting.alone_one, in Python floats: a dispatch has a few), then
-    checked against the flows in flight on their links, quickly (inflight.py's clear) or else as _transfers
-    does (meeting.OnLinks); where they meet one or crowd a link, what that check found (else None)."""
+    checked against the flows in flight on their links, quickly (inflight.py's unclear), then as _transfers does
+    (meeting.OnLinks) on the links the quick check left open; where they meet one or crowd a link, what that check
+    found (else None)."""
     if len(flowing) > 1 and not flows.moving(direction, t):   # one flow: alone_one is its solve (meeting.alone)
         solved, _ = _solve(topology, direction, flowing, True, loads=False)
         for task, flow in zip(flowing, _Solved.each(solved)):
@@ -244,12 +245,12 @@ def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_S
                               task.offline_at, caps) for task, row in zip(flowing, rows)]
     moving = [i for i, flow in enumerate(each) if flow[4] is not None]
     movers = [(flowing[i].flow[direction][0], each[i][0], each[i][4], rows[i]) for i in moving]
-    if not flows.clear(direction, movers):   # movers: clear says yes where there are none
+    if unclear := flows.unclear(direction, movers):   # movers: none where there are none
         start, end, rate, _ = zip(*movers)   # their segments, as meeting.of_solved reads meeting.alone's
         alone = meeting.Segments(np.array(start, dtype=float), np.array(end, dtype=float),
                                  np.array(rate, dtype=float), np.array(moving, dtype=np.int64))
         links = np.array(rows, dtype=np.int64)
-        segments, padded, serials = flows.on(direction, t, links)
+        segments, padded, serials = flows.on(direction, t, links, unclear)   # elsewhere surely no meeting
         both = meeting.OnLinks((alone, links), (meeting.NONE, links[:0]), (segments, padded),
                                topology.capacity[direction])
         if both.apart_fails():

@@ -196,42 +196,58 @@ class InFlightLinks:
 
     def clear(self, direction: str, movers: list[tuple[float, float, float, list[int]]]) -> bool:
         """New flows, each alone at its rate over [start, end) on its links (start, end, rate, links padded with
-        -1), surely meet no flow in flight at capacity, nor each other: each in turn is clear (clear_one) of the
-        rows in flight and of the new ones before it. At any instant a link then carries at most what the last
-        of its new flows there was checked with. False where that does not show it (the exact check decides)."""
+        -1), surely meet no flow in flight at capacity, nor each other (unclear finds no link)."""
+        return not self.unclear(direction, movers)
+
+    def unclear(self, direction: str, movers: list[tuple[float, float, float, list[int]]]) -> set[int]:
+        """The links where new flows (as `clear` has them) may meet a flow in flight at capacity, or each other:
+        each new flow in turn, on each of its links, is checked as clear_one checks it, with the rows in flight and
+        the new ones before it, which it then joins. At any instant a link then carries at most what the last of its
+        new flows there was checked with, so on a link not named none meets one (the exact check looks at these)."""
         pending: dict[int, list[tuple[float, float, float]]] = {}
-        return all(self.clear_one(direction, *mover, pending) for mover in movers)
+        unclear = set()
+        for start, end, rate, links in movers:
+            unclear.update(link for link in links if link >= 0 and self._crowds(direction, link, start, end, rate,
+                                                                                 pending))
+            for link in links:
+                if link >= 0:
+                    pending.setdefault(link, []).append((start, end, rate))
+        return unclear
 
     def clear_one(self, direction: str, start: float, end: float, rate: float, links: list[int],
                   pending: dict[int, list[tuple[float, float, float]]] | None = None) -> bool:
-        """clear for one new flow: on each of its links, alone or SLACK under the capacity with the rows in
-        flight there and the `pending` new flows there (link -> (start, end, rate) of each) within its span;
-        where it is, it joins `pending`."""
-        alive, on, capacity = self.alive, self.rows[direction], self.topology.capacities[direction]
+        """clear for one new flow, with the `pending` new flows (link -> (start, end, rate) of each) before it;
+        where it is clear, it joins them."""
         for link in links:
-            if link >= 0:
-                load = 0.0
-                for row_start, _, row_rate, _, task in _ending_after(on.get(link, ()), start):   # summed in row order
-                    if row_start < end and task in alive:
-                        load += row_rate
-                for new_start, new_end, new_rate in pending.get(link, ()) if pending else ():
-                    if new_start < end and new_end > start:
-                        load += new_rate
-                if load != 0 and load + rate > capacity[link] * (1 - SLACK):
-                    return False
+            if link >= 0 and self._crowds(direction, link, start, end, rate, pending):
+                return False
         if pending is not None:
             for link in links:
                 if link >= 0:
                     pending.setdefault(link, []).append((start, end, rate))
         return True
 
-    def on(self, direction: str, t: float, links: np.ndarray) -> tuple[meeting.Segments, np.ndarray, np.ndarray]:
-        """The rows in flight from t on that cross any of these flows' links ((n, m), padded with -1), in their
-        one order: as a set of meeting.py's, each row a flow of one link, those links, (k, m) padded likewise,
+    def _crowds(self, direction: str, link: int, start: float, end: float, rate: float,
+                pending: dict[int, list[tuple[float, float, float]]] | None) -> bool:
+        """A new flow on this link is neither alone over [start, end) nor SLACK under its capacity with the rows
+        in flight there and the pending new flows within its span."""
+        load = 0.0
+        alive = self.alive
+        for row_start, _, row_rate, _, task in _ending_after(self.rows[direction].get(link, ()), start):
+            if row_start < end and task in alive:   # summed in row order
+                load += row_rate
+        for new_start, new_end, new_rate in pending.get(link, ()) if pending else ():
+            if new_start < end and new_end > start:
+                load += new_rate
+        return load != 0 and load + rate > self.topology.capacities[direction][link] * (1 - SLACK)
+
+    def on(self, direction: str, t: float, links: np.ndarray, only: set[int]) -> tuple[meeting.Segments, np.ndarray,
+                                                                                     np.ndarray]:
+        """The rows in flight from t on across the links `only` (of these flows' links, (n, m) padded with -1), in
+        their one order: as a set of meeting.py's, each row a flow of one link, those links, (k, m) padded likewise,
         and each row's task (its serial number)."""
         alive, on = self.alive, self.rows[direction]
-        rows = Rows.of([row for link in set(links.ravel().tolist()) - {-1} for row in _ending_after(on.get(link, ()), t)
-                        if row[4] in alive])
+        rows = Rows.of([row for link in sorted(only) for row in _ending_after(on.get(link, ()), t) if row[4] in alive])
         segments, padded, order = _in_order(rows, t, links.shape[1])
         return segments, padded, rows.task[order]
 

@@ -52,6 +52,9 @@ def test_the_quick_check_passes_only_where_no_link_can_reach_its_capacity():
     assert flows.clear("down", [(0.0, 1.0, 10.0, cell1)])           # alone on the other cell
     assert not flows.clear("down", [(0.0, 1.0, 6.0, cell1), (0.5, 1.5, 6.0, cell1)])   # two new ones crowd it
     assert flows.clear("up", [(0.0, 1.0, 9.0, cell0)])              # the kept flow moves nothing up
+    # the links the exact check must look at: cell 0 (6 + 5) and cell 1 (two new ones), not the server's (17 of 100)
+    assert flows.unclear("down", [(1.0, 2.0, 5.0, cell0), (0.0, 1.0, 6.0, cell1), (0.5, 1.5, 6.0, cell1)]) == {0, 1}
+    assert flows.unclear("down", [(1.0, 2.0, 5.0, cell0), (0.0, 1.0, 6.0, cell1), (1.0, 1.5, 6.0, cell1)]) == {0}
     # one flow after another (a dispatch's few, in turn): the new ones before it count where their spans meet its
     assert not flows.clear_one("down", 0.5, 1.5, 6.0, cell1, {1: [(0.0, 1.0, 6.0)]})   # 6 + 6 on cell 1
     assert flows.clear_one("down", 1.0, 2.0, 6.0, cell1, {1: [(0.0, 1.0, 6.0)]})       # after it: alone
