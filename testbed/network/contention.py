@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from testbed.clock import Phase, Timeline
-from testbed.network import fluid, meeting
+from testbed.network import fluid, fluid_few, meeting
 from testbed.network.inflight import InFlightLinks
 from testbed.network.topology import Topology
 
@@ -383,7 +383,8 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         was = [tasks[i] for i in order if tasks[i].carried]
         was_set = ((standing.of([task.tl for task in was]), _links(topology, [task.device for task in was], direction,
                                                                     server)) if was else (meeting.NONE, links[:0]))
-        if rows is not None and not apart and rows.clear((meeting.of_solved(flows), links), was_set):
+        if rows is not None and not apart and rows.clear((flows.segments() if isinstance(flows, fluid_few.Few) else
+                                                          meeting.of_solved(flows), links), was_set):
             break   # surely no meeting: what meeting.OnLinks would find
         both = meeting.OnLinks((meeting.of_solved(flows), links), was_set, standing.near(links, was_set[1]),
                                topology.capacity[direction])
@@ -452,6 +453,9 @@ def _solve(topology: Topology, direction: str, flowing: list["_State"], server: 
     stop = np.array([task.offline_at for task in flowing])
     if apart:
         return meeting.alone(start, left, cap, links, topology.capacity[direction], stop), links
+    if not loads and len(flowing) <= fluid_few.FEW_FLOWS:   # fluid.solve's loop for a few, without its arrays
+        return fluid_few.solve(start.tolist(), left.tolist(), cap.tolist(), links.tolist(),
+                               topology.capacities[direction], stop.tolist()), links
     return fluid.solve(start, left, cap, links, topology.capacity[direction], stop_s=stop, loads=loads,
                        checked=False), links
 
@@ -469,6 +473,8 @@ class _Solved(NamedTuple):
 
     @staticmethod
     def each(flows) -> list["_Solved"]:
+        if isinstance(flows, fluid_few.Few):
+            return list(map(_Solved, flows.times, flows.moved_at, flows.end_s, flows.moved, flows.done, flows.waited_s))
         breaks, times, moved = flows.breaks.tolist(), flows.break_s.tolist(), flows.break_moved.tolist()
         return [_Solved(tuple(times[lo:hi]), tuple(moved[lo:hi]), end, total, done, waited)
                 for lo, hi, end, total, done, waited in zip(breaks[:-1], breaks[1:], flows.end_s.tolist(),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -222,15 +223,13 @@ class _Run:
 
 def _few(start, size, cap, links, capacity, stop) -> Flows:
     """solve, without the links' loads, of a few flows: fluid_few's loop on lists, the same bits."""
-    end, done, moved, changes = fluid_few.play(start.tolist(), size.tolist(), cap.tolist(), links.tolist(),
-                                               capacity.tolist(), stop.tolist())
-    log = _Log(len(capacity), keeps_loads=False)
-    if changes:
-        flow, at, by, rate = zip(*changes)
-        log.changes.append((np.array(flow, dtype=np.int64), np.array(at, dtype=float), np.array(by, dtype=float),
-                            np.array(rate, dtype=float)))
-    return _flows(start, size, cap, np.array(end, dtype=float), np.array(done, dtype=bool),
-                  np.array(moved, dtype=float), log)
+    few = fluid_few.solve(start.tolist(), size.tolist(), cap.tolist(), links.tolist(), capacity.tolist(), stop.tolist())
+    breaks = np.cumsum([0] + [len(times) for times in few.times])
+    break_s, break_moved, break_Bps = (np.fromiter(chain.from_iterable(column), float, breaks[-1])
+                                       for column in (few.times, few.moved_at, few.rates))
+    return Flows(start, size, cap, np.array(few.end_s, dtype=float), np.array(few.done, dtype=bool),
+                 np.array(few.moved, dtype=float), size / cap, np.array(few.waited_s, dtype=float), breaks, break_s,
+                 break_moved, break_Bps, np.zeros(0), np.zeros((0, len(capacity))))
 
 
 def _flows(start, size, cap, end, done, moved, log: "_Log") -> Flows:

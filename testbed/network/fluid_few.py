@@ -12,6 +12,7 @@ random sets of flows. It does not log the links' loads: it serves solves without
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from testbed.network.uncongested import MARGIN, link_steps_few
 
@@ -20,11 +21,47 @@ from testbed.network.uncongested import MARGIN, link_steps_few
 FEW_FLOWS = 24
 
 
-def play(start: list[float], size: list[float], cap: list[float], links: list[list[int]], capacity: list[float],
-         stop: list[float]) -> tuple[list[float], list[bool], list[float], list[tuple[int, float, float, float]]]:
-    """The flows' ends, whether each is done, the bytes each moved, and every rate change in the order the loop
-    makes them (flow, instant, bytes moved by then, rate from then): fluid._Run's end, done, moved and log."""
-    return _Loop(start, size, cap, links, capacity, stop).run()
+class Few(NamedTuple):
+    """A solve of a few flows, as lists: each flow's end, bytes moved, whether done, what contention cost it
+    (fluid.Flows' waited_s), and its breakpoints (the instants its rate changed, bytes moved by each, rate from
+    each; as fluid.Flows groups them: by flow, each in time order)."""
+
+    end_s: list[float]
+    moved: list[float]
+    done: list[bool]
+    waited_s: list[float]
+    times: list[tuple[float, ...]]
+    moved_at: list[tuple[float, ...]]
+    rates: list[tuple[float, ...]]
+
+    def segments(self) -> tuple[list[float], list[float], list[float], list[int]]:
+        """meeting.of_solved's segments (start, end, rate, flow) as lists: each breakpoint's rate until the next,
+        the last until the flow's end."""
+        start, end, rate, flow = [], [], [], []
+        for i, (times, rates, last) in enumerate(zip(self.times, self.rates, self.end_s)):
+            start += times
+            end += times[1:] + (last,) if times else ()
+            rate += rates
+            flow += [i] * len(times)
+        return start, end, rate, flow
+
+
+def solve(start: list[float], size: list[float], cap: list[float], links: list[list[int]], capacity: list[float],
+          stop: list[float]) -> Few:
+    """fluid.solve of these flows without the links' loads, on lists (inputs as fluid.solve takes them, checked
+    by the caller): the same bits as its arrays (waited_s: fluid._flows' arithmetic)."""
+    end, done, moved, changes = _Loop(start, size, cap, links, capacity, stop).run()
+    breaks: list[list[tuple[int, float, float, float]]] = [[] for _ in start]
+    for change in changes:   # in time order: a stable grouping by flow, as np.argsort's
+        breaks[change[0]].append(change)
+    times, moved_at, rates, waited = [], [], [], []
+    for i, flow in enumerate(breaks):
+        times.append(tuple(change[1] for change in flow))
+        moved_at.append(tuple(change[2] for change in flow))
+        rates.append(tuple(change[3] for change in flow))
+        slowed = any(rate < cap[i] for rate in rates[-1])   # ran below its cap at some time
+        waited.append((end[i] - start[i]) - moved[i] / cap[i] if slowed else 0.0)
+    return Few(end, moved, done, waited, times, moved_at, rates)
 
 
 class _Loop:

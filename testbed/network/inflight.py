@@ -335,15 +335,16 @@ class KeptRows:
         return meeting.of_profiles(list(map(self.profile, timelines)), self.t)
 
     def clear(self, *sets: tuple[meeting.Segments, np.ndarray]) -> bool:
-        """Sets of flows (segments, each flow's links padded with -1: the solved ones, what the carried ones among
-        them were) surely meet no kept row at capacity: each set's segments in turn, on each of their links where
+        """Sets of flows (segments, as arrays or lists; each flow's links padded with -1: the solved ones, what the
+        carried ones among them were) surely meet no kept row at capacity: each set's segments in turn, on each of their links where
         a kept row overlaps them, SLACK under the capacity with those rows and the set's segments before them (as
         InFlightLinks.clear argues: at an instant a link carries at most what the last of its segments there was
         checked with). Then meeting.OnLinks finds no meeting; False where this does not show it."""
         for segments, links in sets:
             pending: dict[int, list[tuple[float, float, float]]] = {}
             rows = links.tolist()
-            for start, end, rate, flow in zip(*(column.tolist() for column in segments)):
+            columns = (column.tolist() if isinstance(column, np.ndarray) else column for column in segments)
+            for start, end, rate, flow in zip(*columns):
                 if not self._clear_one(start, end, rate, rows[flow], pending):
                     return False
         return True

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from testbed.network import fluid_few
 from testbed.network.uncongested import link_steps
 
 # looser than uncongested.MARGIN: loads summed over many links' cumulative sums round in their last digits, and
@@ -42,10 +43,14 @@ NONE = Segments(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int6
 
 
 def of_solved(flows) -> Segments:
-    """A fluid.Flows' rate segments: each breakpoint's rate until the next breakpoint, the last until the end. Flows
+    """A fluid.Flows' (or fluid_few.Few's) rate segments: each breakpoint's rate until the next breakpoint, the last until the end. Flows
     solved `alone` have one breakpoint each that moves: its segment runs to its end (the same rows, in 2 calls)."""
     if isinstance(flows, Apart):
         return Segments(flows.break_s, flows.end_s[flows.movers], flows.break_Bps, flows.movers)
+    if isinstance(flows, fluid_few.Few):
+        start, end, rate, flow = flows.segments()
+        return Segments(np.array(start, dtype=float), np.array(end, dtype=float), np.array(rate, dtype=float),
+                        np.array(flow, dtype=np.int64))
     n = len(flows.start_s)
     owner = np.repeat(np.arange(n), np.diff(flows.breaks))
     end = np.append(flows.break_s[1:], 0.0)
