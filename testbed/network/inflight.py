@@ -269,8 +269,9 @@ class InFlightLinks:
             rows = [row for row in self.all(direction) if row[0] < t_end]
             on = self.rows[direction]
             for link in {row[3] for row in rows if row[1] <= t_end}:   # the links whose rows end by t_end
-                del on[link][:bisect_right(on[link], t_end, key=_END)]
-                if not on[link]:
+                kept = on[link]
+                del kept[:bisect_right(kept, t_end, key=_END)]
+                if not kept:
                     del on[link]
             if len(rows) > FEW_ROWS:
                 taken += ((code, *step) for step in _steps(rows, self.since, t_end,
