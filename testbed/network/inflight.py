@@ -140,10 +140,11 @@ class InFlightLinks:
         for direction, (times, moved) in zip(DIRECTIONS, (timeline.down_profile, timeline.up_profile)):
             on, links = self.rows[direction], self.topology.link_row(device, direction)
             for s, e, m0, m1 in zip(times, times[1:], moved, moved[1:]):
-                if e > max(s, t):
+                if e > (start := max(s, t)):
+                    rate = (m1 - m0) / (e - s)
                     for link in links:
                         if link >= 0:
-                            _insert(on, (max(s, t), e, (m1 - m0) / (e - s), link, serial))
+                            _insert(on, (start, e, rate, link, serial))
         self._hold_new(device, timeline, offline_at, serial)
 
     def _hold_new(self, device: int, timeline, offline_at: float, serial: int) -> None:
