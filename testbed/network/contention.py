@@ -367,7 +367,7 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
     `met`: the first pass, as beside_in_flight made it from those rows."""
     rows = in_flight.kept(direction, t, kept) if in_flight is not None else None
     standing = rows if rows is not None else _Standing(topology, direction, t, kept, server)
-    apart = bool(standing.carried)   # first each alone: most new flows share no binding link with another
+    apart = standing.moving()   # first each alone: most new flows share no binding link with another
     if met is not None and rows is not None:   # they crowd a link: solved together; else the kept they met are in
         apart = False
         for i in ([] if met.crowded else rows.take_serials(met.serials)):
@@ -376,9 +376,9 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         order = sorted(i for i, task in tasks.items() if task.flow[direction] is not None)
         if not order:
             return
-        apart = apart and bool(standing.carried)   # with none left kept, the one solve of all
+        apart = apart and standing.moving()   # with none left kept, the one solve of all
         flows, links = _solve(topology, direction, [tasks[i] for i in order], server, apart, loads=rows is None)
-        if not standing.carried:
+        if not standing.moving():
             break
         was = [tasks[i] for i in order if tasks[i].carried]
         was_set = ((standing.of([task.tl for task in was]), _links(topology, [task.device for task in was], direction,
@@ -401,7 +401,7 @@ def _transfers(topology: Topology, direction: str, t: float, tasks: dict[int, "_
         tasks[i].solved(direction, flow)
     if rows is not None:
         return
-    if standing.carried:
+    if standing.moving():
         usage.extend(direction, *both.usage_rows())
     else:
         usage.add(direction, flows)
@@ -423,6 +423,10 @@ class _Standing:
     def of(self, timelines: list[SharedTimeline]) -> meeting.Segments:
         """These timelines' flows of this direction as their earlier solve had them, from t on."""
         return meeting.of_profiles(list(map(self.profile, timelines)), self.t)
+
+    def moving(self) -> bool:
+        """Some kept task moves bytes of this direction after t."""
+        return bool(self.carried)
 
     def near(self, *links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The kept set meeting.OnLinks compares with flows on these links: all of it."""

@@ -321,16 +321,21 @@ class KeptRows:
     segments from t on, each row a flow of one link; a solve asks for those on the links its flows cross
     (`near`), which are all that meeting.OnLinks compares with them, unless `clear` shows first that none meets
     them at capacity (most often: a dispatch's few new tasks and the few they met, on their cells). The rows are
-    made arrays only for `near`."""
+    read where asked (the kept tasks' rows on a link, any that moves, those near), made arrays only for `near`."""
 
     def __init__(self, flows: InFlightLinks, direction: str, t: float, kept: dict):
         self.t, self.n_links = t, len(flows.topology.capacity[direction])
         self.on, self.capacity = flows.rows[direction], flows.topology.capacities[direction]
         self.profile = attrgetter(_PROFILE[direction])
-        self.index = owner = {flows.held[c.device].serial: i for i, c in kept.items()}   # serial -> index
-        self.mine = [row for row in flows.all(direction) if row[1] > t and row[4] in owner]
-        self.carried = {i: kept[i] for i in sorted({owner[row[4]] for row in self.mine})}
+        self.index = {flows.held[c.device].serial: i for i, c in kept.items()}   # serial -> index
+        self.taken: set[int] = set()   # the kept tasks taken in since (indices)
+        self._all = lambda: flows.all(direction)
         self._near = np.zeros(0, dtype=np.int64)
+
+    def moving(self) -> bool:
+        """Some kept task not taken in moves bytes of this direction after t."""
+        index, taken, t = self.index, self.taken, self.t
+        return any(row[1] > t and (i := index.get(row[4])) is not None and i not in taken for row in self._all())
 
     def of(self, timelines: list) -> meeting.Segments:
         """These timelines' flows of this direction as their earlier solve had them, from t on."""
@@ -353,12 +358,12 @@ class KeptRows:
 
     def _clear_one(self, start: float, end: float, rate: float, links: list[int],
                    pending: dict[int, list[tuple[float, float, float]]]) -> bool:
-        index, carried = self.index, self.carried
+        index, taken = self.index, self.taken
         for link in links:
             if link >= 0:
                 load, met = 0.0, False
                 for row_start, _, row_rate, _, task in _ending_after(self.on.get(link, ()), start):
-                    if row_start < end and (i := index.get(task)) is not None and i in carried:
+                    if row_start < end and (i := index.get(task)) is not None and i not in taken:
                         load, met = load + row_rate, True
                 if met:
                     for other_start, other_end, other_rate in pending.get(link, ()):
@@ -373,8 +378,9 @@ class KeptRows:
 
     def near(self, *links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The kept rows on any of these links ((n, m) arrays padded with -1), in their one order (as `on`)."""
-        index = self.index
-        rows, owner = Rows.of(self.mine), np.array([index[row[4]] for row in self.mine], dtype=np.int64)
+        index, taken, t = self.index, self.taken, self.t
+        mine = [row for row in self._all() if row[1] > t and (i := index.get(row[4])) is not None and i not in taken]
+        rows, owner = Rows.of(mine), np.array([index[row[4]] for row in mine], dtype=np.int64)
         pick = np.flatnonzero(_wanted(self.n_links, *links)[rows.link])
         segments, padded, order = _in_order(rows.where(pick), self.t, links[0].shape[1])
         self._near = owner[pick][order]
@@ -389,10 +395,7 @@ class KeptRows:
         return self._leave(sorted({self.index[serial] for serial in serials}))
 
     def _leave(self, taken: list[int]) -> list[int]:
-        for i in taken:
-            del self.carried[i]
-        index, carried = self.index, self.carried
-        self.mine = [row for row in self.mine if index[row[4]] in carried]
+        self.taken.update(taken)
         return taken
 
 
