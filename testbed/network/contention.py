@@ -208,12 +208,12 @@ def _one_beside(topology: Topology, t: float, device: int, tl: Timeline, until: 
 def _one_flow(topology: Topology, flows: InFlightLinks, direction: str, device: int, phase_start: float,
               start: float, nbytes: int, cap: float, until: float, private_s: float,
               pending: dict[int, list[tuple[float, float, float]]]) -> tuple[float, Profile] | None:
-    """One new flow solved alone (meeting.alone_one) where it is clear of the flows in flight and of the pending
+    """One new flow solved alone (meeting.alone_within) where it is clear of the flows in flight and of the pending
     new ones (link -> (start, end, rate) of each), which it then joins: its phase's seconds and its profile; None
     where it may meet one."""
     links = topology.link_row(device, direction)
-    end, moved, done, waited, rate = meeting.alone_one(start, float(nbytes), cap, links, until,
-                                                       topology.capacities[direction])
+    end, moved, done, waited, rate = meeting.alone_within(start, float(nbytes), cap,
+                                                          topology.link_limit(device, direction), until)
     if rate is not None and not flows.clear_one(direction, start, end, rate, links, pending):
         return None
     return _alone_result(phase_start, start, private_s, end, moved, done, waited, rate is not None)

@@ -148,7 +148,12 @@ def alone_one(s: float, b: float, c: float, row: list[int], z: float,
               caps: list[float]) -> tuple[float, float, bool, float, float | None]:
     """One flow from s of b bytes, capped at c, across the links `row` (-1: none) of capacities `caps`, stopped
     at z, alone on them, in Python floats: (end, moved, done, waited, its rate; None where it does not move)."""
-    rate = min(c, min([caps[link] for link in row if link >= 0], default=math.inf))
+    return alone_within(s, b, c, min([caps[link] for link in row if link >= 0], default=math.inf), z)
+
+
+def alone_within(s: float, b: float, c: float, limit: float, z: float) -> tuple[float, float, bool, float, float | None]:
+    """alone_one where the smallest capacity of its links is `limit` (inf: it crosses none)."""
+    rate = min(c, limit)
     if b == 0 or z <= s:   # idle
         return s, 0.0, b == 0, 0.0, None
     finish = s + b / rate

@@ -76,6 +76,10 @@ class Topology:
         """links([device], direction)[0] as a Python list (a dispatch's new task, four times)."""
         return self._link_lists[direction][self.cell[device]]
 
+    def link_limit(self, device: int, direction: str) -> float:
+        """The smallest capacity among link_row(device, direction)'s links (inf where it names none)."""
+        return self._link_limits[direction][self.cell[device]]
+
     def _table(self, direction: str, server: bool) -> np.ndarray:
         """Each cell's row of links(..., direction, server), by cell; the last row (index -1): no cell."""
         key = (direction, server)
@@ -94,6 +98,12 @@ class Topology:
     def _link_lists(self) -> dict[str, list[list[int]]]:
         # _table(direction, server=True) as Python lists
         return {direction: self._table(direction, True).tolist() for direction in DIRECTIONS}
+
+    @cached_property
+    def _link_limits(self) -> dict[str, list[float]]:
+        # per cell (the last: no cell), the smallest capacity of its row of _link_lists
+        return {direction: [min([self.capacities[direction][link] for link in row if link >= 0], default=math.inf)
+                            for row in rows] for direction, rows in self._link_lists.items()}
 
     @cached_property
     def _link_tables(self) -> dict[tuple[str, bool], np.ndarray]:
