@@ -195,37 +195,29 @@ class InFlightLinks:
         alive = self.alive
         return any(end > t and task in alive for _, end, _, _, task in self.all(direction))
 
-    def clear(self, direction: str, movers: list[tuple[float, float, float, list[int]]]) -> bool:
-        """New flows, each alone at its rate over [start, end) on its links (start, end, rate, links padded with
-        -1), surely meet no flow in flight at capacity, nor each other (unclear finds no link)."""
-        return not self.unclear(direction, movers)
-
     def unclear(self, direction: str, movers: list[tuple[float, float, float, list[int]]]) -> set[int]:
-        """The links where new flows (as `clear` has them) may meet a flow in flight at capacity, or each other:
-        each new flow in turn, on each of its links, is checked as clear_one checks it, with the rows in flight and
-        the new ones before it, which it then joins. At any instant a link then carries at most what the last of its
-        new flows there was checked with, so on a link not named none meets one (the exact check looks at these)."""
+        """The links where new flows, each alone at its rate over [start, end) on its links (start, end, rate, links
+        padded with -1), may meet a flow in flight at capacity, or each other: each new flow in turn, on each of its
+        links, is checked as clear_one checks it, with the rows in flight and the new ones before it, which it then
+        joins. At any instant a link then carries at most what the last of its new flows there was checked with, so
+        on a link not named none meets one (the exact check looks at these; none named: they surely meet none)."""
         pending: dict[int, list[tuple[float, float, float]]] = {}
         unclear = set()
         for start, end, rate, links in movers:
             unclear.update(link for link in links if link >= 0 and self._crowds(direction, link, start, end, rate,
                                                                                  pending))
-            for link in links:
-                if link >= 0:
-                    pending.setdefault(link, []).append((start, end, rate))
+            _join(pending, start, end, rate, links)
         return unclear
 
     def clear_one(self, direction: str, start: float, end: float, rate: float, links: list[int],
                   pending: dict[int, list[tuple[float, float, float]]] | None = None) -> bool:
-        """clear for one new flow, with the `pending` new flows (link -> (start, end, rate) of each) before it;
-        where it is clear, it joins them."""
+        """One new flow (as `unclear` has them) surely meets no flow in flight at capacity, nor the `pending` new
+        flows (link -> (start, end, rate) of each) before it; where it is clear, it joins them."""
         for link in links:
             if link >= 0 and self._crowds(direction, link, start, end, rate, pending):
                 return False
         if pending is not None:
-            for link in links:
-                if link >= 0:
-                    pending.setdefault(link, []).append((start, end, rate))
+            _join(pending, start, end, rate, links)
         return True
 
     def _crowds(self, direction: str, link: int, start: float, end: float, rate: float,
@@ -237,9 +229,8 @@ class InFlightLinks:
         for row_start, _, row_rate, _, task in _ending_after(self.rows[direction].get(link, ()), start):
             if row_start < end and task in alive:   # summed in row order
                 load += row_rate
-        for new_start, new_end, new_rate in pending.get(link, ()) if pending else ():
-            if new_start < end and new_end > start:
-                load += new_rate
+        if pending:
+            load = _plus_overlapping(load, pending.get(link, ()), start, end)
         return load != 0 and load + rate > self.topology.capacities[direction][link] * (1 - SLACK)
 
     def on(self, direction: str, t: float, links: np.ndarray, only: set[int]) -> tuple[meeting.Segments, np.ndarray,
@@ -334,8 +325,12 @@ class KeptRows:
 
     def moving(self) -> bool:
         """Some kept task not taken in moves bytes of this direction after t."""
+        return next(self._mine(), None) is not None
+
+    def _mine(self) -> Iterator[tuple[float, float, float, int, int]]:
+        """The rows of the kept tasks not taken in that end after t, link by link."""
         index, taken, t = self.index, self.taken, self.t
-        return any(row[1] > t and (i := index.get(row[4])) is not None and i not in taken for row in self._all())
+        return (row for row in self._all() if row[1] > t and (i := index.get(row[4])) is not None and i not in taken)
 
     def of(self, timelines: list) -> meeting.Segments:
         """These timelines' flows of this direction as their earlier solve had them, from t on."""
@@ -343,10 +338,10 @@ class KeptRows:
 
     def clear(self, *sets: tuple[meeting.Segments, np.ndarray]) -> bool:
         """Sets of flows (segments, as arrays or lists; each flow's links padded with -1: the solved ones, what the
-        carried ones among them were) surely meet no kept row at capacity: each set's segments in turn, on each of their links where
-        a kept row overlaps them, SLACK under the capacity with those rows and the set's segments before them (as
-        InFlightLinks.clear argues: at an instant a link carries at most what the last of its segments there was
-        checked with). Then meeting.OnLinks finds no meeting; False where this does not show it."""
+        carried ones among them were) surely meet no kept row at capacity: each set's segments in turn, on each of
+        their links where a kept row overlaps them, SLACK under the capacity with those rows and the set's segments
+        before them (as InFlightLinks.unclear argues: at an instant a link carries at most what the last of its
+        segments there was checked with). Then meeting.OnLinks finds no meeting; False where this does not show it."""
         for segments, links in sets:
             pending: dict[int, list[tuple[float, float, float]]] = {}
             rows = links.tolist()
@@ -365,22 +360,16 @@ class KeptRows:
                 for row_start, _, row_rate, _, task in _ending_after(self.on.get(link, ()), start):
                     if row_start < end and (i := index.get(task)) is not None and i not in taken:
                         load, met = load + row_rate, True
-                if met:
-                    for other_start, other_end, other_rate in pending.get(link, ()):
-                        if other_start < end and other_end > start:
-                            load += other_rate
-                    if load + rate > self.capacity[link] * (1 - SLACK):
-                        return False
-        for link in links:
-            if link >= 0:
-                pending.setdefault(link, []).append((start, end, rate))
+                if met and _plus_overlapping(load, pending.get(link, ()), start, end) + rate > \
+                        self.capacity[link] * (1 - SLACK):
+                    return False
+        _join(pending, start, end, rate, links)
         return True
 
     def near(self, *links: np.ndarray) -> tuple[meeting.Segments, np.ndarray]:
         """The kept rows on any of these links ((n, m) arrays padded with -1), in their one order (as `on`)."""
-        index, taken, t = self.index, self.taken, self.t
-        mine = [row for row in self._all() if row[1] > t and (i := index.get(row[4])) is not None and i not in taken]
-        rows, owner = Rows.of(mine), np.array([index[row[4]] for row in mine], dtype=np.int64)
+        mine = list(self._mine())
+        rows, owner = Rows.of(mine), np.array([self.index[row[4]] for row in mine], dtype=np.int64)
         pick = np.flatnonzero(_wanted(self.n_links, *links)[rows.link])
         segments, padded, order = _in_order(rows.where(pick), self.t, links[0].shape[1])
         self._near = owner[pick][order]
@@ -444,6 +433,22 @@ def _insert(on: dict[int, list[tuple]], row: tuple) -> None:
         rows.append(row)
     else:
         insort(rows, row, key=_END)
+
+
+def _join(pending: dict[int, list[tuple[float, float, float]]], start: float, end: float, rate: float,
+          links: list[int]) -> None:
+    """A flow checked clear joins the pending ones on its links (link -> (start, end, rate) of each)."""
+    for link in links:
+        if link >= 0:
+            pending.setdefault(link, []).append((start, end, rate))
+
+
+def _plus_overlapping(load: float, flows: list[tuple[float, float, float]], start: float, end: float) -> float:
+    """`load` plus the rates of those of these flows (start, end, rate) whose spans meet [start, end), in turn."""
+    for other_start, other_end, other_rate in flows:
+        if other_start < end and other_end > start:
+            load += other_rate
+    return load
 
 
 def _ending_after(rows: list[tuple], t: float) -> list[tuple]:

@@ -43,8 +43,9 @@ NONE = Segments(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int6
 
 
 def of_solved(flows) -> Segments:
-    """A fluid.Flows' (or fluid_few.Few's) rate segments: each breakpoint's rate until the next breakpoint, the last until the end. Flows
-    solved `alone` have one breakpoint each that moves: its segment runs to its end (the same rows, in 2 calls)."""
+    """A fluid.Flows' (or fluid_few.Few's) rate segments: each breakpoint's rate until the next breakpoint, the last
+    until the end. Flows solved `alone` have one breakpoint each that moves: its segment runs to its end (the same
+    rows, in 2 calls)."""
     if isinstance(flows, Apart):
         return Segments(flows.break_s, flows.end_s[flows.movers], flows.break_Bps, flows.movers)
     if isinstance(flows, fluid_few.Few):
@@ -151,7 +152,8 @@ def alone_one(s: float, b: float, c: float, row: list[int], z: float,
     return alone_within(s, b, c, min([caps[link] for link in row if link >= 0], default=math.inf), z)
 
 
-def alone_within(s: float, b: float, c: float, limit: float, z: float) -> tuple[float, float, bool, float, float | None]:
+def alone_within(s: float, b: float, c: float, limit: float,
+                 z: float) -> tuple[float, float, bool, float, float | None]:
     """alone_one where the smallest capacity of its links is `limit` (inf: it crosses none)."""
     rate = min(c, limit)
     if b == 0 or z <= s:   # idle

@@ -46,15 +46,12 @@ def test_the_quick_check_passes_only_where_no_link_can_reach_its_capacity():
     flows = InFlightLinks(topology())
     flows.add([0], [task(((0.0, 5.0), (0.0, 30.0)))], [9.0], 0.0)   # 6 B/s down on cell 0 over [0, 5)
     cell0, cell1 = [0, -1, 4], [1, -1, 4]
-    assert flows.clear("down", [(1.0, 2.0, 3.0, cell0)])            # 6 + 3 of 10
-    assert not flows.clear("down", [(1.0, 2.0, 5.0, cell0)])        # 6 + 5: the exact check decides
-    assert flows.clear("down", [(5.0, 6.0, 10.0, cell0)])           # after the kept flow's end: alone, at capacity
-    assert flows.clear("down", [(0.0, 1.0, 10.0, cell1)])           # alone on the other cell
-    assert not flows.clear("down", [(0.0, 1.0, 6.0, cell1), (0.5, 1.5, 6.0, cell1)])   # two new ones crowd it
-    assert flows.clear("up", [(0.0, 1.0, 9.0, cell0)])              # the kept flow moves nothing up
-    # the links the exact check must look at: cell 0 (6 + 5) and cell 1 (two new ones), not the server's (17 of 100)
-    assert flows.unclear("down", [(1.0, 2.0, 5.0, cell0), (0.0, 1.0, 6.0, cell1), (0.5, 1.5, 6.0, cell1)]) == {0, 1}
-    assert flows.unclear("down", [(1.0, 2.0, 5.0, cell0), (0.0, 1.0, 6.0, cell1), (1.0, 1.5, 6.0, cell1)]) == {0}
+    assert not flows.unclear("down", [(1.0, 2.0, 3.0, cell0)])                 # 6 + 3 of 10
+    assert flows.unclear("down", [(1.0, 2.0, 5.0, cell0)]) == {0}              # 6 + 5: the exact check decides
+    assert not flows.unclear("down", [(5.0, 6.0, 10.0, cell0)])                # after the kept one: alone, full
+    assert not flows.unclear("down", [(0.0, 1.0, 10.0, cell1)])                # alone on the other cell
+    assert flows.unclear("down", [(0.0, 1.0, 6.0, cell1), (0.5, 1.5, 6.0, cell1)]) == {1}   # two new ones crowd it
+    assert not flows.unclear("up", [(0.0, 1.0, 9.0, cell0)])                   # the kept flow moves nothing up
     # one flow after another (a dispatch's few, in turn): the new ones before it count where their spans meet its
     assert not flows.clear_one("down", 0.5, 1.5, 6.0, cell1, {1: [(0.0, 1.0, 6.0)]})   # 6 + 6 on cell 1
     assert flows.clear_one("down", 1.0, 2.0, 6.0, cell1, {1: [(0.0, 1.0, 6.0)]})       # after it: alone
@@ -76,8 +73,8 @@ def test_a_full_solve_skips_the_exact_check_only_where_no_kept_row_can_reach_a_c
     assert rows.clear(solved((1.0, 2.0, 3.0, 0)), nothing)                       # 6 + 3 of 10
     assert not rows.clear(solved((1.0, 2.0, 5.0, 0)), nothing)                   # 6 + 5: OnLinks decides
     assert not rows.clear(solved((1.0, 2.0, 2.0, 0), (1.5, 3.0, 2.0, 1), links=(cell0, cell0)), nothing)   # 6 + 2 + 2
-    assert rows.clear(solved((1.0, 2.0, 2.0, 0), (2.0, 3.0, 2.0, 1), links=(cell0, cell0)), nothing)   # one after the other
-    assert rows.clear(solved((0.0, 1.0, 5.0, 0), (0.0, 1.0, 5.0, 1), links=(cell1, cell1)), nothing)   # full, but no kept row
+    assert rows.clear(solved((1.0, 2.0, 2.0, 0), (2.0, 3.0, 2.0, 1), links=(cell0, cell0)), nothing)   # in turn
+    assert rows.clear(solved((0.0, 1.0, 5.0, 0), (0.0, 1.0, 5.0, 1), links=(cell1, cell1)), nothing)   # no kept row
     assert not rows.clear(nothing, solved((1.0, 2.0, 5.0, 0)))                   # what a re-solved flow was: 6 + 5
     assert rows.take_serials([0]) == [0] and rows.clear(solved((1.0, 2.0, 5.0, 0)), nothing)   # none kept now
 
@@ -88,7 +85,7 @@ def test_a_task_that_left_keeps_its_rows_for_links_csv_but_not_for_dispatches():
     flows.add([0], [tl], [9.0], 0.0)
     assert flows.hold({0: Carried(0, tl, 9.0)}) and flows.moving("down", 2.0)
     assert flows.hold({})   # it left
-    assert not flows.moving("down", 2.0) and flows.clear("down", [(2.0, 3.0, 10.0, [0, -1, 4])])
+    assert not flows.moving("down", 2.0) and not flows.unclear("down", [(2.0, 3.0, 10.0, [0, -1, 4])])
     assert flows.take(4.0) == [("down", 0, 0.0, 4.0, 6.0), ("down", 4, 0.0, 4.0, 6.0)]
 
 
