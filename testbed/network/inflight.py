@@ -6,16 +6,16 @@ costs as much as the solve, so the solved flows wait here as rows: one per rate 
 crosses (start, end, rate, link), each direction apart, with the task it belongs to. They wait as Python tuples,
 by link, each link's by end (in the order they came where their ends tie): a dispatch adds a few and asks a few
 questions of the rows on its flows' links that end after its flows start (of the server link's hundred, a few),
-which Python answers in less time than numpy takes to start; links.csv and the full solves read them as arrays
-(`Rows`).
+which Python answers in less time than numpy takes to start; the full solves read them as arrays (`Rows`).
 
 - A dispatch adds its new tasks' rows; one that solved carried tasks again replaces theirs (`record`).
 - A task that left (it arrived, dropped, or was cut) keeps its rows for links.csv, and no dispatch asks them
   again; `hold` sees who left, from the tasks in flight it is handed.
 - links.csv's rows (`take`): at each aggregation, every link's summed rate from the rows, where it changes, from
-  the previous aggregation's instant (`since`) to this one. The rows are summed in one order that depends on
-  them alone (link, start, end, rate), so a run resumed from a checkpoint writes the bits of the unbroken run.
-  The summed rates are the solves' (an earlier solve of a kept task is its final one).
+  the previous aggregation's instant (`since`) to this one, link by link in Python (a link most often carries
+  one flow, whose rate is its row). A link's rows are summed from 0 over each stretch it is busy, in one order
+  that depends on them alone (start, end, rate), so a run resumed from a checkpoint writes the bits of the
+  unbroken run. The summed rates are the solves' (an earlier solve of a kept task is its final one).
 - A checkpoint keeps the rows and what it holds of each task in flight (`saved`); a resumed run hands back the
   tasks' timelines (`resume`), and goes on as the unbroken run.
 """
@@ -31,19 +31,14 @@ import numpy as np
 
 from testbed.network import meeting
 from testbed.network.topology import DIRECTIONS, Topology
-from testbed.network.uncongested import link_steps, link_steps_few
 
 _PROFILE = {"down": "down_profile", "up": "up_profile"}
 _END = itemgetter(1)   # a row's end
-_START_CODE_LINK = itemgetter(1, 0, 2)   # links.csv's order of take's rows (direction code, start, link, end, Bps)
+_START_CODE_LINK = itemgetter(0, 1, 2)   # links.csv's order of take's rows (start, direction code, link, end, Bps)
+_FIRST = itemgetter(0)
 # slack under a link's capacity within which the quick check leaves the decision to the exact one (meeting.py):
 # far above the rounding of summed rates, so a quick "they meet nowhere" is the exact check's answer too
 SLACK = 1e-6
-# rows in flight up to which links.csv's take sums them in Python (an aggregation of FedBuff through 100 cells
-# takes ~20 a direction, where the arrays' two dozen calls cost more than the sums)
-FEW_ROWS = 64
-_INF = np.array([math.inf])   # a link's last step goes on
-_LAST = (math.inf, None)       # after a direction's last step: no link's
 
 
 class Rows(NamedTuple):
@@ -256,23 +251,30 @@ class InFlightLinks:
         """links.csv's rows (direction, link, t_start, t_end, Bps) from `since` to t_end: each link's summed rate
         from each instant it changes to the next, where some flow is on it; by start, then direction, then link.
         The rows' parts after t_end wait for the next."""
-        taken = []
-        for code, direction in enumerate(DIRECTIONS):
-            rows = [row for row in self.all(direction) if row[0] < t_end]
-            on = self.rows[direction]
-            for link in {row[3] for row in rows if row[1] <= t_end}:   # the links whose rows end by t_end
-                kept = on[link]
-                del kept[:bisect_right(kept, t_end, key=_END)]
-                if not kept:
-                    del on[link]
-            if len(rows) > FEW_ROWS:
-                taken += ((code, *step) for step in _steps(rows, self.since, t_end,
-                                                           len(self.topology.capacity[direction])))
-            elif rows:
-                taken += ((code, *step) for step in _steps_few(rows, self.since, t_end))
+        taken, since = [], self.since
+        before = t_end if since < t_end else -math.inf   # rows starting before it are logged (two aggregations
+                                                          # at one instant: none between them)
+        for code, on in enumerate(self.rows.values()):
+            done = []
+            for link, rows in on.items():
+                if len(rows) > 1:
+                    window = [row for row in rows if row[0] < before]
+                else:
+                    window = rows if rows[0][0] < before else ()
+                if len(window) == 1:   # most links: one flow in flight, its rate alone
+                    start, end, rate, _, _ = window[0]
+                    taken.append((start if start > since else since, code, link, end if end < t_end else t_end, rate))
+                elif window:
+                    taken += _link_steps(code, link, window, since, t_end)
+                if rows[0][1] <= t_end:   # those that end by t_end are taken whole
+                    del rows[:bisect_right(rows, t_end, key=_END)]
+                    if not rows:
+                        done.append(link)
+            for link in done:
+                del on[link]
         self.since = t_end
         taken.sort(key=_START_CODE_LINK)   # a link has one row an instant: no ties
-        return [(DIRECTIONS[code], link, start, end, bps) for code, start, link, end, bps in taken]
+        return [(DIRECTIONS[code], link, start, end, bps) for start, code, link, end, bps in taken]
 
     # ---- a checkpoint -------------------------------------------------------------------------------------
     def saved(self) -> dict:
@@ -397,31 +399,25 @@ def _rows(profiles: list, links: np.ndarray, t: float, serials: np.ndarray) -> l
     return Rows(*(column[row] for column in segments[:3]), links[row, place], serials[segments.flow][row]).tuples()
 
 
-def _steps(rows: list[tuple], since: float, t_end: float, n_links: int) -> list[tuple[float, int, float, float]]:
-    """take's rows of one direction (start, link, end, Bps) from its rows in flight over [since, t_end): each
-    link's summed rate from each instant it changes to the next, where some flow is on it; summed in one order
-    that depends on the rows alone (link, start, end, rate), by link_steps' running sums."""
-    now = Rows.of(rows)
-    start, end = np.maximum(now.start, since), np.minimum(now.end, t_end)
-    order = np.lexsort((now.rate, end, start, now.link))
-    start, end, rate, link = start[order], end[order], now.rate[order], now.link[order]
-    n = len(order)
-    change = np.empty((2 * n, 2))   # each row's rate and flow count, rising at its start, falling at its end
-    change[:n, 0], change[n:, 0], change[:n, 1], change[n:, 1] = rate, -rate, 1.0, -1.0
-    instants, links, sums = link_steps(np.concatenate([start, end]), np.concatenate([link, link]), change, n_links)
-    ends = np.concatenate([np.where(links[1:] == links[:-1], instants[1:], math.inf), _INF])
-    busy = sums[:, 1] > 0.5
-    return list(zip(instants[busy].tolist(), links[busy].tolist(), ends[busy].tolist(), sums[busy, 0].tolist()))
-
-
-def _steps_few(rows: list[tuple], since: float, t_end: float) -> list[tuple[float, int, float, float]]:
-    """_steps of a few rows, in Python floats (uncongested.link_steps_few): the same sort (stable, as np.lexsort's)
-    and the same running sums, the same bits."""
-    ordered = sorted((link, max(start, since), min(end, t_end), rate) for start, end, rate, link, _ in rows)
-    steps = link_steps_few([(link, start, rate, 1.0) for link, start, _, rate in ordered]
-                           + [(link, end, -rate, -1.0) for link, _, end, rate in ordered])
-    return [(time, link, after[0] if after[1] == link else math.inf, rate)
-            for (time, link, rate, count), after in zip(steps, steps[1:] + [_LAST]) if count > 0.5]
+def _link_steps(code: int, link: int, rows: list[tuple], since: float, t_end: float) -> list[tuple]:
+    """take's rows (start, direction code, link, end, Bps) of one link from its rows in flight over [since, t_end):
+    the summed rate of the rows on it from each instant it changes to the next, where some row is on it. Each sum
+    is the rates' exact sum, rounded once (as math.fsum's: here as integers over one power-of-two denominator): it
+    depends on the rows alone, not on their order, so a resumed run writes the unbroken run's bits, and a flow
+    alone on a link is logged at its rate."""
+    cut = [(start if start > since else since, end if end < t_end else t_end, rate.as_integer_ratio())
+           for start, end, rate, _, _ in rows]
+    scale = max(ratio[1] for _, _, ratio in cut)   # the rates' denominators are powers of two
+    changes = sorted([(start, p * (scale // q), 1) for start, _, (p, q) in cut]
+                     + [(end, -p * (scale // q), -1) for _, end, (p, q) in cut], key=_FIRST)
+    steps, total, count, time = [], 0, 0, None
+    for instant, delta, counted in changes:
+        if instant != time:
+            if count:
+                steps.append((time, code, link, instant, total / scale))   # int / int: correctly rounded
+            time = instant
+        total, count = total + delta, count + counted
+    return steps
 
 
 def _insert(on: dict[int, list[tuple]], row: tuple) -> None:

@@ -10,7 +10,7 @@ from testbed import migrations
 from testbed.clock import Timeline
 from testbed.network.contention import Carried, SharedTimeline, beside_in_flight, contend
 from testbed.network import meeting
-from testbed.network.inflight import InFlightLinks, _steps, _steps_few
+from testbed.network.inflight import InFlightLinks, _link_steps
 from testbed.network.topology import Topology
 
 NO_FLOW = ((), ())
@@ -170,17 +170,30 @@ def test_full_solves_take_the_downloads_solved_beside_the_flows_where_only_the_u
     assert sum(run[2] for run in runs) > 0 and sum(run[3] for run in runs) > 0
 
 
+def test_a_links_rate_is_its_flows_exact_sum_and_a_lone_flow_its_own_rate():
+    # 0.1 + 0.2 rounds up (0.30000000000000004); a running sum would carry what is left of it to the lone 0.3
+    rows = [(0.0, 1.0, 0.1, 0, 0), (0.0, 2.0, 0.2, 0, 1), (3.0, 5.0, 0.3, 0, 2), (1.0, 4.0, 0.3, 0, 3)]
+    assert _link_steps(1, 0, rows, 0.5, 4.5) == [(0.5, 1, 0, 1.0, 0.1 + 0.2), (1.0, 1, 0, 2.0, 0.5), (2.0, 1, 0, 3.0, 0.3),
+                                                 (3.0, 1, 0, 4.0, 0.6), (4.0, 1, 0, 4.5, 0.3)]
+    assert 0.1 + 0.2 != 0.3 and 0.2 + 0.3 == 0.5 and 0.3 + 0.3 == 0.6
+
+
 @pytest.mark.parametrize("seed", range(20))
-def test_links_csv_steps_of_a_few_rows_are_the_arrays_bit_for_bit(seed):
+def test_links_csv_steps_are_each_instants_exact_sum(seed):
     # rows with ties in every field (a link's flows starting or ending together at equal rates) and rates that
-    # round when summed: the Python sums take the arrays' order and give their bits
+    # round when summed, in any order: each step is math.fsum of the rates of the rows over it, bit for bit
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 40))
-    instants, rates = np.round(rng.uniform(0, 4, 12), 1), rng.choice([0.1, 0.2, 0.3, 1 / 3, 7e6, 2.5e6], 6)
+    n = int(rng.integers(2, 40))
+    instants, rates = np.round(rng.uniform(0, 4, 12), 1), rng.choice([0.0, 0.1, 0.2, 0.3, 1 / 3, 7e6, 2.5e6], 6)
     rows = []
     for task in range(n):
         start, end = np.sort(rng.choice(instants, 2, replace=False))
-        rows.append((float(start), float(end), float(rng.choice(rates)), int(rng.integers(0, 5)), task))
+        rows.append((float(start), float(end), float(rng.choice(rates)), 3, task))
     since, t_end = 0.5, 3.5
     rows = [row for row in rows if row[0] < t_end and row[1] > since]
-    assert repr(_steps_few(rows, since, t_end)) == repr(_steps(rows, since, t_end, 5))
+    cut = [(max(start, since), min(end, t_end), rate) for start, end, rate, _, _ in rows]
+    changes = sorted({instant for start, end, _ in cut for instant in (start, end)})
+    expected = [(a, 0, 3, b, math.fsum(rate for start, end, rate in cut if start <= a < end))
+                for a, b in zip(changes, changes[1:]) if any(start <= a < end for start, end, _ in cut)]
+    for order in (rows, rows[::-1], sorted(rows, key=lambda row: row[2])):
+        assert repr(_link_steps(0, 3, order, since, t_end)) == repr(expected)
