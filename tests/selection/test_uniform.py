@@ -4,8 +4,8 @@ device at a time, by hand, does."""
 import numpy as np
 import pytest
 
-from testbed.selection.base import SelectionContext
-from testbed.selection.uniform import SINGLE_DRAW_SLOTS, by_rejection
+from testbed.selection.base import SelectionContext, select_uniform
+from testbed.selection.uniform import REJECTION_DRAWS, SINGLE_DRAW_SLOTS, Uniform, by_rejection
 
 
 class Fleet:
@@ -33,3 +33,18 @@ def test_rejection_keeps_what_single_draws_keep_and_leaves_the_stream_there(k, d
         expected, state = by_hand(seed, k, draws, lambda d: bool(usable[d]))
         assert chosen == expected and rng.bit_generator.state == state, (seed, k, draws)
         assert len(chosen) == min(k, usable.sum()) if draws == 1000 else len(chosen) <= draws
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_dispatch_picks_as_the_shuffled_sort_did_and_a_single_pick_draws_nothing_more(k):
+    # Uniform.pick skips the shuffle of a single pick (numpy's choice of one among one draws nothing): the picks
+    # and the stream after them are those of the kept devices shuffled and sorted, for one pick as for more
+    usable = np.random.default_rng(7).random(Fleet.n) < 0.4
+    for seed in range(10):
+        ctx = SelectionContext(1, 0.0, k, Fleet, None, lambda: np.flatnonzero(usable), lambda d: bool(usable[d]),
+                               asynchronous=True, usable_each=lambda ids: usable[ids])
+        rng, by_steps = np.random.default_rng(seed), np.random.default_rng(seed)
+        picked = Uniform().pick(ctx, rng)
+        kept = np.fromiter(by_rejection(ctx, by_steps, k, REJECTION_DRAWS * k), np.int64)
+        assert len(kept) == k and picked.tolist() == select_uniform(kept, k, by_steps).tolist() == sorted(kept.tolist())
+        assert rng.bit_generator.state == by_steps.bit_generator.state, (seed, k)
