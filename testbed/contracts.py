@@ -314,7 +314,9 @@ class Contracts:
             if exact.ndim != 1 or (exact.dtype.kind not in "iu" and exact.size):
                 plugin.fail("select", f"returned {type(answer).__name__} of {exact.dtype} {_shape(exact.shape)}",
                             "return a 1-d array of integer ids among ctx.candidates", r)
-        picked = np.sort(np.asarray(answer, dtype=np.int64))
+        picked = np.array(answer, dtype=np.int64)   # a copy: the run never holds the selector's own array
+        if len(picked) > 1:   # (most asynchronous dispatches pick one: no sort, no repeat to look for)
+            picked.sort()
         if plugin.checked and len(picked):
             if picked[0] < 0 or picked[-1] >= self.n:
                 bad = picked[0] if picked[0] < 0 else picked[-1]
@@ -325,7 +327,7 @@ class Contracts:
                 plugin.fail("select", f"returned device {offline[0]}, which cannot take a task at {ctx.now:g} s "
                             "(offline, busy, or kept out by memory or battery)",
                             "return ids among ctx.candidates (or those ctx.usable says yes to)", r)
-        if len(picked) > ctx.n_select or (picked[1:] == picked[:-1]).any():   # every selector: a run needs it
+        if len(picked) > ctx.n_select or (len(picked) > 1 and (picked[1:] == picked[:-1]).any()):   # a run needs it
             plugin.refuse(f"round {r}: selection: '{plugin.name}' picked {len(picked)} devices "
                           f"({len(np.unique(picked))} distinct) where {ctx.n_select} distinct were asked for; fix its "
                           f"select{where(plugin.obj.select)}: return distinct ids, at most ctx.n_select")
