@@ -13,8 +13,8 @@ which Python answers in less time than numpy takes to start; the full solves rea
   again; `hold` sees who left, from the tasks in flight it is handed.
 - links.csv's rows (`take`): at each aggregation, every link's summed rate from the rows, where it changes, from
   the previous aggregation's instant (`since`) to this one, link by link in Python (a link most often carries
-  one flow, whose rate is its row). A link's rows are summed from 0 over each stretch it is busy, in one order
-  that depends on them alone (start, end, rate), so a run resumed from a checkpoint writes the bits of the
+  one flow, whose rate is its row). Each step's rate is the exact sum of its rows' rates, rounded once: it
+  depends on the rows alone, not on their order, so a run resumed from a checkpoint writes the bits of the
   unbroken run. The summed rates are the solves' (an earlier solve of a kept task is its final one).
 - A checkpoint keeps the rows and what it holds of each task in flight (`saved`); a resumed run hands back the
   tasks' timelines (`resume`), and goes on as the unbroken run.
@@ -35,7 +35,7 @@ from testbed.network.topology import DIRECTIONS, Topology
 _PROFILE = {"down": "down_profile", "up": "up_profile"}
 _END = itemgetter(1)   # a row's end
 _START_CODE_LINK = itemgetter(0, 1, 2)   # links.csv's order of take's rows (start, direction code, link, end, Bps)
-_FIRST = itemgetter(0)
+_FIRST = itemgetter(0)   # a change's instant (_link_steps)
 # slack under a link's capacity within which the quick check leaves the decision to the exact one (meeting.py):
 # far above the rounding of summed rates, so a quick "they meet nowhere" is the exact check's answer too
 SLACK = 1e-6
