@@ -230,19 +230,19 @@ def _alone_result(phase_start: float, start: float, private_s: float, end: float
 def _alone_beside(topology: Topology, direction: str, t: float, flowing: list[_State],
                   flows: InFlightLinks) -> Met | None:
     """_transfers of these new flows where no flow in flight is taken in: solved together where none moves bytes
-    of this direction after t, else each alone (meeting.alone_one, in Python floats: a dispatch has a few), then
+    of this direction after t, else each alone (meeting.alone_within, in Python floats: a dispatch has a few), then
     checked against the flows in flight on their links, quickly (inflight.py's unclear), then as _transfers does
     (meeting.OnLinks) on the links the quick check left open; where they meet one or crowd a link, what that check
     found (else None)."""
-    if len(flowing) > 1 and not flows.moving(direction, t):   # one flow: alone_one is its solve (meeting.alone)
+    if len(flowing) > 1 and not flows.moving(direction, t):   # one flow: alone_within is its solve (meeting.alone)
         solved, _ = _solve(topology, direction, flowing, True, loads=False)
         for task, flow in zip(flowing, _Solved.each(solved)):
             task.solved(direction, flow)
         return None
-    rows, caps = topology.link_rows([task.device for task in flowing], direction), topology.capacities[direction]
+    rows = topology.link_rows([task.device for task in flowing], direction)
     up = direction == "up"
-    each = [meeting.alone_one(*task.flow[direction], task.tl.up_Bps if up else task.tl.down_Bps, row,
-                              task.offline_at, caps) for task, row in zip(flowing, rows)]
+    each = [meeting.alone_within(*task.flow[direction], task.tl.up_Bps if up else task.tl.down_Bps,
+                                 topology.link_limit(task.device, direction), task.offline_at) for task in flowing]
     moving = [i for i, flow in enumerate(each) if flow[4] is not None]
     movers = [(flowing[i].flow[direction][0], each[i][0], each[i][4], rows[i]) for i in moving]
     if unclear := flows.unclear(direction, movers):   # movers: none where there are none

@@ -175,4 +175,7 @@ def _takes(function, n: int) -> bool:
 
 def select_uniform(online: np.ndarray, n_select: int, rng: np.random.Generator) -> np.ndarray:
     """Uniform sample without replacement among the online devices, in increasing id order."""
-    return np.sort(rng.choice(online, size=min(n_select, len(online)), replace=False))
+    size = min(n_select, len(online))
+    if len(online) <= 1:   # numpy's choice among one draws nothing: the same id (a copy), the stream as it is
+        return np.asarray(online)[:size].copy()
+    return np.sort(rng.choice(online, size=size, replace=False))

@@ -39,8 +39,7 @@ class Uniform(Selector):
             pool = np.setdiff1d(ctx.candidates, np.fromiter(chosen, np.int64, len(chosen)), assume_unique=True)
             chosen |= dict.fromkeys(rng.choice(pool, min(k - len(chosen), len(pool)), replace=False).tolist())
         picked = np.fromiter(chosen, np.int64, len(chosen))
-        # numpy's choice of one among one draws nothing: a single pick (most dispatches) leaves the stream as it is
-        return select_uniform(picked, len(picked), rng) if len(picked) > 1 else picked
+        return select_uniform(picked, len(picked), rng) if len(picked) else picked
 
 
 def by_rejection(ctx: SelectionContext, rng: np.random.Generator, k: int, draws: int) -> dict[int, None]:

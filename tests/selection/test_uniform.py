@@ -37,8 +37,8 @@ def test_rejection_keeps_what_single_draws_keep_and_leaves_the_stream_there(k, d
 
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_a_dispatch_picks_as_the_shuffled_sort_did_and_a_single_pick_draws_nothing_more(k):
-    # Uniform.pick skips the shuffle of a single pick (numpy's choice of one among one draws nothing): the picks
-    # and the stream after them are those of the kept devices shuffled and sorted, for one pick as for more
+    # select_uniform skips the shuffle of a single candidate (numpy's choice of one among one draws nothing): a
+    # dispatch's picks and the stream after them are those of the kept devices shuffled and sorted, as numpy does
     usable = np.random.default_rng(7).random(Fleet.n) < 0.4
     for seed in range(10):
         ctx = SelectionContext(1, 0.0, k, Fleet, None, lambda: np.flatnonzero(usable), lambda d: bool(usable[d]),
@@ -46,5 +46,17 @@ def test_a_dispatch_picks_as_the_shuffled_sort_did_and_a_single_pick_draws_nothi
         rng, by_steps = np.random.default_rng(seed), np.random.default_rng(seed)
         picked = Uniform().pick(ctx, rng)
         kept = np.fromiter(by_rejection(ctx, by_steps, k, REJECTION_DRAWS * k), np.int64)
-        assert len(kept) == k and picked.tolist() == select_uniform(kept, k, by_steps).tolist() == sorted(kept.tolist())
+        shuffled = np.sort(by_steps.choice(kept, k, replace=False))
+        assert len(kept) == k and picked.tolist() == shuffled.tolist() == sorted(kept.tolist())
         assert rng.bit_generator.state == by_steps.bit_generator.state, (seed, k)
+
+
+@pytest.mark.parametrize("online", [[17], np.array([17]), np.array([], dtype=np.int64), [], np.array([9, 4])])
+@pytest.mark.parametrize("n_select", [0, 1, 3])
+def test_select_uniform_is_numpys_shuffled_sort_with_one_candidate_or_none(online, n_select):
+    rng, by_numpy = np.random.default_rng(5), np.random.default_rng(5)
+    rng.integers(9), by_numpy.integers(9)   # a stream with a half-used word, as a run's
+    picked = select_uniform(online, n_select, rng)
+    expected = np.sort(by_numpy.choice(online, size=min(n_select, len(online)), replace=False))
+    assert picked.tolist() == expected.tolist() and picked.dtype == expected.dtype
+    assert rng.bit_generator.state == by_numpy.bit_generator.state
